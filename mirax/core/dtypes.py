@@ -1,0 +1,165 @@
+"""dtypes and promotion: the bottom of the stack, used by every wrapper.
+
+mirax dtypes are NumPy dtype objects (bfloat16 from ml_dtypes). Promotion follows JAX's
+type lattice with weak types: a Python scalar (or an array made from one) is *weak* and
+takes the other operand's dtype (f32 array * 2.0 -> f32; int32 + 2.5 -> f32). There is no
+x64 switch: float64 appears only when asked for (dtype= or a NumPy float64 input).
+"""
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+
+bool_ = np.dtype(np.bool_)
+int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+
+default_float = float32
+default_int = int32
+
+SHORT_NAMES = {
+    bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",
+    uint8: "u8", uint16: "u16", uint32: "u32", uint64: "u64",
+    float16: "f16", bfloat16: "bf16", float32: "f32", float64: "f64",
+}
+ALL_DTYPES = tuple(SHORT_NAMES)
+FLOATS = (float16, bfloat16, float32, float64)
+
+
+def short_name(dtype) -> str:
+    return SHORT_NAMES.get(np.dtype(dtype), str(dtype))
+
+
+def canonicalize(dtype) -> np.dtype:
+    """A dtype argument (np.float32, 'float32', mx.float32, Python float) as a mirax dtype."""
+    if dtype is float:
+        return float32
+    if dtype is int:
+        return int32
+    if dtype is bool:
+        return bool_
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"not a dtype: {dtype!r}") from None
+    if d not in SHORT_NAMES:
+        raise TypeError(f"mirax does not support dtype {d}")
+    return d
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype) in FLOATS
+
+
+def is_int(dtype) -> bool:
+    return np.dtype(dtype).kind in "iu"
+
+
+def is_bool(dtype) -> bool:
+    return np.dtype(dtype) == bool_
+
+
+def is_inexact(dtype) -> bool:
+    return is_float(dtype)
+
+
+# --- the lattice -----------------------------------------------------------------------
+# JAX's promotion lattice (jax._src.dtypes): "i*" and "f*" are the weak int and float.
+_WEAK_INT, _WEAK_FLOAT = "i*", "f*"
+_EDGES = {
+    bool_: [_WEAK_INT],
+    _WEAK_INT: [uint8, int8],
+    uint8: [uint16, int16], uint16: [uint32, int32], uint32: [uint64, int64],
+    uint64: [_WEAK_FLOAT],
+    int8: [int16], int16: [int32], int32: [int64], int64: [_WEAK_FLOAT],
+    _WEAK_FLOAT: [bfloat16, float16],
+    bfloat16: [float32], float16: [float32], float32: [float64], float64: [],
+}
+
+
+def _upper_bounds() -> dict:
+    ub = {}
+    for node in _EDGES:
+        seen, stack = set(), [node]
+        while stack:
+            n = stack.pop()
+            if n not in seen:
+                seen.add(n)
+                stack.extend(_EDGES[n])
+        ub[node] = seen
+    return ub
+
+
+_UB = _upper_bounds()
+
+
+@functools.lru_cache(maxsize=None)
+def _join(a, b):
+    common = _UB[a] & _UB[b]
+    # the least upper bound: the common bound that every other common bound is above
+    for c in common:
+        if common <= _UB[c]:
+            return c
+    raise TypeError(f"no promotion for {a} and {b}")  # pragma: no cover
+
+
+def _key(dtype, weak: bool):
+    if weak:
+        if is_float(dtype):
+            return _WEAK_FLOAT
+        if is_int(dtype):
+            return _WEAK_INT
+    return dtype
+
+
+@functools.lru_cache(maxsize=None)
+def promote_types_weak(a, a_weak: bool, b, b_weak: bool):
+    """Promote two (dtype, weak) pairs; returns (dtype, weak) as JAX does."""
+    j = _join(_key(a, a_weak), _key(b, b_weak))
+    if j == _WEAK_FLOAT:
+        return default_float if not (a_weak and is_float(a) or b_weak and is_float(b)) else (
+            a if a_weak and is_float(a) else b), True
+    if j == _WEAK_INT:
+        return (a if a_weak and is_int(a) else b), True
+    return j, False
+
+
+def promote_types(a, b) -> np.dtype:
+    """Promotion of two strong dtypes (jnp.promote_types)."""
+    return promote_types_weak(canonicalize(a), False, canonicalize(b), False)[0]
+
+
+def python_scalar_dtype(x) -> np.dtype:
+    if isinstance(x, bool):
+        return bool_
+    if isinstance(x, int):
+        return default_int
+    if isinstance(x, float):
+        return default_float
+    raise TypeError(f"not a Python scalar: {x!r}")
+
+
+def input_dtype(x) -> tuple[np.dtype, bool]:
+    """dtype and weakness of a NumPy array, NumPy scalar or Python scalar as mirax sees it."""
+    if isinstance(x, (bool, int, float)):
+        return python_scalar_dtype(x), not isinstance(x, bool)
+    d = np.dtype(x.dtype)
+    if d not in SHORT_NAMES:
+        if d.kind == "f":
+            return float64, False
+        if d.kind == "c":
+            raise TypeError(f"mirax does not support complex dtype {d}")
+        raise TypeError(f"mirax does not support dtype {d}")
+    return d, False
+
+
+def finfo(dtype):
+    return ml_dtypes.finfo(dtype) if np.dtype(dtype) == bfloat16 else np.finfo(dtype)
+
+
+def iinfo(dtype):
+    return np.iinfo(dtype)

@@ -1,0 +1,236 @@
+"""Interpreters: the current-interpreter context and the eager dispatch path.
+
+`bind(prim, args, params)` hands a primitive application to the innermost interpreter
+that owns one of the arguments (or the dynamic one, when `jit` is staging). With no
+transform active it goes straight to the backend impl: the eager fast path.
+
+Each transform (transforms/jvp.py, vjp.py, vmap.py, ir/build.py's staging) is a `Trace`
+subclass with its `Tracer`; rules call wrappers on the values one level down, so whatever
+interpreter sits below records or evaluates them in turn.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mirax.core.array import Array, ArrayOps
+from mirax.core.avals import ShapedArray
+from mirax.core.errors import UnexpectedTracerError
+
+
+class Trace:
+    """One active interpreter. `level` orders nested transforms (higher = inner)."""
+    level: int = 0
+    alive: bool = True
+
+    def pure(self, val):
+        """Wrap a value that no interpreter above `val`'s owns (a constant for this one)."""
+        raise NotImplementedError
+
+    def lift(self, tracer):
+        """Wrap a tracer of a lower interpreter (by default, like a constant)."""
+        return self.pure(tracer)
+
+    def process_primitive(self, prim, tracers, params):
+        raise NotImplementedError
+
+
+class Tracer(ArrayOps):
+    __slots__ = ("_trace",)
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+    @property
+    def ndim(self):
+        return len(self.aval.shape)
+
+    @property
+    def size(self):
+        return self.aval.size
+
+    @property
+    def weak_type(self):
+        return self.aval.weak_type
+
+    def __len__(self):
+        if not self.aval.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.aval.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __hash__(self):
+        raise TypeError(f"a traced {self.aval.str_short()} is unhashable")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.aval.str_short()})"
+
+    def __array__(self, dtype=None, copy=None):
+        from mirax.core.errors import ConcretizationError
+        raise ConcretizationError(
+            f"np.asarray() of a traced {self.aval.str_short()} inside a transform: "
+            "NumPy cannot see traced values; use mirax.numpy instead")
+
+
+class EvalTrace(Trace):
+    """The bottom interpreter: evaluate at once on the arguments' backend."""
+    level = 0
+
+    def pure(self, val):
+        return val
+
+    def process_primitive(self, prim, tracers, params):
+        return eager(prim, tracers, params)
+
+
+class _State:
+    def __init__(self):
+        self.eval_trace = EvalTrace()
+        self.stack: list[Trace] = [self.eval_trace]
+        self.dynamic: Trace = self.eval_trace
+        self.active = False  # any interpreter above eval, or a dynamic one
+
+
+state = _State()
+
+
+def push(trace: Trace, dynamic: bool = False) -> Trace:
+    trace.level = len(state.stack)
+    trace.alive = True
+    trace.prev_dynamic = state.dynamic
+    state.stack.append(trace)
+    if dynamic:
+        state.dynamic = trace
+    state.active = True
+    return trace
+
+
+def pop(trace: Trace) -> None:
+    assert state.stack[-1] is trace, "interpreter stack out of order"
+    state.stack.pop()
+    trace.alive = False
+    state.dynamic = trace.prev_dynamic
+    state.active = len(state.stack) > 1
+
+
+class new_trace:
+    """`with new_trace(T(...)) as trace:` pushes an interpreter for the block."""
+
+    def __init__(self, trace: Trace, dynamic: bool = False):
+        self.trace, self.dynamic = trace, dynamic
+
+    def __enter__(self):
+        return push(self.trace, self.dynamic)
+
+    def __exit__(self, *exc):
+        pop(self.trace)
+
+
+class new_base:
+    """Run a block with evaluation at the bottom, hiding the dynamic (staging) trace.
+
+    Used to evaluate concrete values while tracing (e.g. building constants)."""
+
+    def __enter__(self):
+        self.saved = (state.dynamic, state.active)
+        state.dynamic = state.eval_trace
+        state.active = len(state.stack) > 1
+
+    def __exit__(self, *exc):
+        state.dynamic, state.active = self.saved
+
+
+# --- bind -------------------------------------------------------------------------------
+def find_top_trace(args) -> Trace:
+    top = state.dynamic
+    for a in args:
+        if isinstance(a, Tracer):
+            t = a._trace
+            if not t.alive:
+                raise UnexpectedTracerError(
+                    f"a traced {a.aval.str_short()} escaped the transform that made it "
+                    "(stored in a global or returned through a side channel?)")
+            if t.level > top.level:
+                top = t
+    return top
+
+
+def full_raise(trace: Trace, val):
+    if isinstance(val, Tracer):
+        if val._trace is trace:
+            return val
+        if val._trace.level < trace.level:
+            return trace.lift(val)
+        raise UnexpectedTracerError(f"a traced {val.aval.str_short()} from an inner "
+                                    "transform reached an outer one")
+    return trace.pure(val)
+
+
+def bind(prim, args, params):
+    if not state.active:
+        return eager(prim, args, params)
+    top = find_top_trace(args)
+    if top is state.eval_trace:
+        return eager(prim, args, params)
+    return top.process_primitive(prim, [full_raise(top, a) for a in args], params)
+
+
+# --- eager evaluation ---------------------------------------------------------------------
+nonhost_buffers = [False]  # set by a non-CPU backend when it makes its first buffer
+
+
+def eager(prim, args, params):
+    """Run the primitive's impl on concrete arguments and wrap the result."""
+    bufs = []
+    weak = prim.keeps_weak
+    for a in args:
+        if type(a) is Array:
+            bufs.append(a._buf)
+            weak = weak and a._weak
+        else:
+            bufs.append(a)
+    if nonhost_buffers[0]:
+        from mirax.backends import impl_for
+        impl = impl_for(prim, bufs)
+    else:
+        impl = prim.impl
+        if impl is None:
+            from mirax.backends import impl_for
+            impl = impl_for(prim, bufs)
+    out = impl(*bufs, **params)
+    if prim.multiple_results:
+        return [Array(o, False) for o in out]
+    return Array(out, weak)
+
+
+# --- avals of values ----------------------------------------------------------------------
+def aval_of(x) -> ShapedArray:
+    if isinstance(x, (Array, Tracer)):
+        return x.aval
+    if isinstance(x, (np.ndarray, np.generic)):
+        return ShapedArray(x.shape, x.dtype, True)
+    if isinstance(x, (bool, int, float)):
+        from mirax.core import dtypes
+        return ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
+    if hasattr(x, "shape") and hasattr(x, "dtype"):  # a backend buffer
+        return ShapedArray(x.shape, x.dtype, False)
+    raise TypeError(f"{type(x).__name__} is not a valid mirax array type")
+
+
+def zeros_like_aval(aval: ShapedArray):
+    from mirax.ops.shape import full
+    return full(aval.shape, 0, aval.dtype)
+
+
+def is_concrete(x) -> bool:
+    return not isinstance(x, Tracer)

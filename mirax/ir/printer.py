@@ -1,0 +1,71 @@
+"""The listing: how people read graphs. Stable, one line per node, sub-graphs indented.
+
+    graph loss(w: f32[4,3], x: f32[8,4]) -> f32[]
+      a: f32[8,3] = dot_general[contract=((1,), (0,))] x, w      # model.py:14
+      return a
+"""
+from __future__ import annotations
+
+import itertools
+import string
+
+from mirax.ir.graph import Graph
+
+
+def _fresh_names(taken: set):
+    for n in itertools.count(1):
+        for combo in itertools.product(string.ascii_lowercase, repeat=n):
+            name = "".join(combo)
+            if name not in taken:
+                taken.add(name)
+                yield name
+
+
+def _fmt_param(v) -> str:
+    if isinstance(v, Graph):
+        return f"{{{v.name}}}"
+    if isinstance(v, float):
+        return repr(v)
+    if hasattr(v, "name") and hasattr(v, "itemsize"):  # a dtype
+        from mirax.core.dtypes import short_name
+        return short_name(v)
+    return str(v)
+
+
+def listing(graph: Graph, indent: int = 0, names: dict | None = None,
+            taken: set | None = None) -> str:
+    names = {} if names is None else names
+    taken = set() if taken is None else taken
+    fresh = _fresh_names(taken)
+
+    def name(v):
+        if v not in names:
+            if v.hint and v.hint.isidentifier() and v.hint not in taken:
+                taken.add(v.hint)
+                names[v] = v.hint
+            else:
+                names[v] = next(fresh)
+        return names[v]
+
+    pad = "  " * indent
+    ins = ", ".join(f"{name(v)}: {v.aval}" for v in graph.inputs)
+    outs = ", ".join(str(v.aval) for v in graph.outputs)
+    lines = [f"{pad}graph {graph.name}({ins}) -> {outs if len(graph.outputs) == 1 else f'({outs})'}"]
+    for v, val in graph.consts.items():
+        shown = val.item() if getattr(val, "size", 2) == 1 else "..."
+        lines.append(f"{pad}  {name(v)}: {v.aval} = const {shown}")
+    rows = []
+    for node in graph.nodes:
+        lhs = ", ".join(f"{name(o)}: {o.aval}" for o in node.outputs)
+        params = {k: v for k, v in node.params.items() if not isinstance(v, Graph)}
+        ptxt = ("[" + ", ".join(f"{k}={_fmt_param(v)}" for k, v in params.items()) + "]"
+                if params else "")
+        args = ", ".join(name(v) for v in node.inputs)
+        rows.append((f"{pad}  {lhs} = {node.prim.name}{ptxt} {args}".rstrip(), node))
+    width = max((len(r) for r, _ in rows), default=0)
+    for text, node in rows:
+        lines.append(f"{text.ljust(width)}      # {node.source}" if node.source else text)
+        for sub in (v for v in node.params.values() if isinstance(v, Graph)):
+            lines.append(listing(sub, indent + 3, dict(names), set(taken)))
+    lines.append(f"{pad}  return {', '.join(name(v) for v in graph.outputs)}")
+    return "\n".join(lines)

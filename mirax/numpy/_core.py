@@ -1,0 +1,347 @@
+"""mirax.numpy creation, reductions, shape and products on mirax ops."""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from mirax.core import dtypes
+from mirax.ops import elementwise as ew
+from mirax.ops import reduction as red
+from mirax.ops import shape as sh
+from mirax.ops.common import normalize_axes, normalize_axis, operand, short, static_shape
+from mirax.ops.creation import asarray as _asarray
+from mirax.ops.dot import dot_general
+
+# --- creation -------------------------------------------------------------------------------
+
+
+def asarray(a, dtype=None, device=None):
+    return _asarray(a, dtype, device)
+
+
+def array(a, dtype=None, copy=True, device=None):
+    return _asarray(a, dtype, device)
+
+
+def _dtype_or(dtype, default):
+    return dtypes.canonicalize(dtype) if dtype is not None else default
+
+
+def zeros(shape, dtype=None, device=None):
+    return sh.full(static_shape(shape, "zeros"), 0, _dtype_or(dtype, dtypes.float32))
+
+
+def ones(shape, dtype=None, device=None):
+    return sh.full(static_shape(shape, "ones"), 1, _dtype_or(dtype, dtypes.float32))
+
+
+def full(shape, fill_value, dtype=None, device=None):
+    shape = static_shape(shape, "full")
+    if dtype is None and isinstance(fill_value, (bool, int, float)):
+        return sh.full(shape, fill_value, dtypes.python_scalar_dtype(fill_value))
+    return sh.full(shape, fill_value, None if dtype is None else dtypes.canonicalize(dtype))
+
+
+def _like(a, dtype, shape):
+    a = operand(a, "like")
+    return (a.shape if shape is None else shape), (a.dtype if dtype is None else dtype)
+
+
+def zeros_like(a, dtype=None, shape=None):
+    return zeros(*_like(a, dtype, shape))
+
+
+def ones_like(a, dtype=None, shape=None):
+    return ones(*_like(a, dtype, shape))
+
+
+def full_like(a, fill_value, dtype=None, shape=None):
+    s, d = _like(a, dtype, shape)
+    return full(s, fill_value, d)
+
+
+def empty(shape, dtype=None, device=None):
+    return zeros(shape, dtype)
+
+
+def empty_like(a, dtype=None, shape=None):
+    return zeros_like(a, dtype, shape)
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    for v in (start, stop, step):
+        if v is not None and not isinstance(v, (int, float, np.integer, np.floating)):
+            raise TypeError(f"arange: arguments must be static numbers, got {v!r}")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    is_float = builtins.any(isinstance(v, (float, np.floating)) for v in (start, stop, step))
+    d = _dtype_or(dtype, dtypes.float32 if is_float else dtypes.int32)
+    n = builtins.max(int(np.ceil((stop - start) / step)), 0)
+    idx = sh.iota(dtypes.float64 if dtypes.is_float(d) else d, (n,))
+    if start == 0 and step == 1:
+        return ew.convert_element_type(idx, d)
+    return ew.convert_element_type(ew.add(ew.mul(idx, step), start), d)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    num = int(num)
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    d = _dtype_or(dtype, dtypes.float32)
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    idx = sh.iota(dtypes.float64, (num,))
+    out = ew.add(ew.mul(idx, step), float(start)) if num else idx
+    if endpoint and num > 1:
+        out = sh.concatenate([sh.slice_in_dim(out, 0, num - 1), asarray([float(stop)],
+                                                                        dtypes.float64)])
+    out = ew.convert_element_type(out, d)
+    return (out, step) if retstep else out
+
+
+def eye(N, M=None, k=0, dtype=None):
+    M = N if M is None else M
+    d = _dtype_or(dtype, dtypes.float32)
+    rows = sh.iota(dtypes.int32, (N, M), 0)
+    cols = sh.iota(dtypes.int32, (N, M), 1)
+    return ew.convert_element_type(ew.eq(ew.add(rows, k), cols), d)
+
+
+def identity(n, dtype=None):
+    return eye(n, dtype=dtype)
+
+
+# --- reductions ---------------------------------------------------------------------------
+def _reduce(fn, a, axis, keepdims, op):
+    a = operand(a, op)
+    axes = normalize_axes(axis, a.ndim, op, a)
+    out = fn(a, axes)
+    return _keep(out, a.shape, axes) if keepdims else out
+
+
+def _keep(out, shape, axes):
+    return sh.reshape(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
+
+
+def _sum_dtype(a, dtype):
+    if dtype is not None:
+        return dtypes.canonicalize(dtype)
+    if a.dtype == dtypes.bool_ or (dtypes.is_int(a.dtype) and a.dtype.itemsize < 4):
+        return dtypes.int32 if a.dtype.kind != "u" else dtypes.uint32
+    return a.dtype
+
+
+def sum(a, axis=None, dtype=None, keepdims=False, where=None):
+    a = operand(a, "sum")
+    a = ew.convert_element_type(a, _sum_dtype(a, dtype), a.weak_type)
+    if where is not None:
+        a = ew.select(operand(where, "sum"), a, ew.zeros_like(a))
+    return _reduce(red.reduce_sum, a, axis, keepdims, "sum")
+
+
+def prod(a, axis=None, dtype=None, keepdims=False):
+    a = operand(a, "prod")
+    a = ew.convert_element_type(a, _sum_dtype(a, dtype), a.weak_type)
+    return _reduce(red.reduce_prod, a, axis, keepdims, "prod")
+
+
+def max(a, axis=None, keepdims=False, initial=None):
+    out = _reduce(red.reduce_max, a, axis, keepdims, "max")
+    return out if initial is None else ew.max(out, initial)
+
+
+def min(a, axis=None, keepdims=False, initial=None):
+    out = _reduce(red.reduce_min, a, axis, keepdims, "min")
+    return out if initial is None else ew.min(out, initial)
+
+
+amax, amin = max, min
+
+
+def mean(a, axis=None, dtype=None, keepdims=False):
+    a = operand(a, "mean")
+    axes = normalize_axes(axis, a.ndim, "mean", a)
+    n = int(np.prod([a.shape[i] for i in axes]))
+    d = dtypes.canonicalize(dtype) if dtype is not None else (
+        a.dtype if dtypes.is_float(a.dtype) else dtypes.float32)
+    s = sum(ew.convert_element_type(a, d, a.weak_type), axis=axes, keepdims=keepdims)
+    return ew.div(s, float(n)) if n else ew.mul(s, float("nan"))
+
+
+def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
+    a = operand(a, "var")
+    axes = normalize_axes(axis, a.ndim, "var", a)
+    n = int(np.prod([a.shape[i] for i in axes]))
+    m = mean(a, axis=axes, dtype=dtype, keepdims=True)
+    c = ew.sub(ew.convert_element_type(a, m.dtype, a.weak_type), m)
+    s = sum(ew.mul(c, c), axis=axes, keepdims=keepdims)
+    return ew.div(s, float(builtins.max(n - ddof, 0)))
+
+
+def std(a, axis=None, dtype=None, ddof=0, keepdims=False):
+    return ew.sqrt(var(a, axis, dtype, ddof, keepdims))
+
+
+def argmax(a, axis=None, keepdims=False):
+    return _arg(red.argmax, a, axis, keepdims, "argmax")
+
+
+def argmin(a, axis=None, keepdims=False):
+    return _arg(red.argmin, a, axis, keepdims, "argmin")
+
+
+def _arg(fn, a, axis, keepdims, op):
+    a = operand(a, op)
+    if axis is None:
+        out = fn(sh.reshape(a, (-1,)), 0)
+        return sh.reshape(out, (1,) * a.ndim) if keepdims else out
+    ax = normalize_axis(axis, a.ndim, op, a)
+    out = fn(a, ax)
+    return sh.expand_dims(out, ax) if keepdims else out
+
+
+def all(a, axis=None, keepdims=False):
+    a = operand(a, "all")
+    b = a if a.dtype == dtypes.bool_ else ew.ne(a, 0)
+    return _reduce(red.reduce_min, b, axis, keepdims, "all")
+
+
+def any(a, axis=None, keepdims=False):
+    a = operand(a, "any")
+    b = a if a.dtype == dtypes.bool_ else ew.ne(a, 0)
+    return _reduce(red.reduce_max, b, axis, keepdims, "any")
+
+
+# --- shape ----------------------------------------------------------------------------------
+def reshape(a, shape=None, order="C", newshape=None):
+    shape = newshape if shape is None else shape
+    if order != "C":
+        raise NotImplementedError("reshape: only order='C' is supported")
+    return sh.reshape(operand(a, "reshape"), shape)
+
+
+def ravel(a):
+    return sh.reshape(operand(a, "ravel"), (-1,))
+
+
+def transpose(a, axes=None):
+    return sh.transpose(operand(a, "transpose"), axes)
+
+
+def permute_dims(a, axes=None):
+    return transpose(a, axes)
+
+
+moveaxis = sh.moveaxis
+squeeze = sh.squeeze
+expand_dims = sh.expand_dims
+broadcast_to = sh.broadcast_to
+
+
+def swapaxes(a, axis1, axis2):
+    a = operand(a, "swapaxes")
+    perm = list(range(a.ndim))
+    i, j = normalize_axis(axis1, a.ndim, "swapaxes", a), normalize_axis(axis2, a.ndim,
+                                                                         "swapaxes", a)
+    perm[i], perm[j] = perm[j], perm[i]
+    return sh.transpose(a, perm)
+
+
+def concatenate(arrays, axis=0):
+    if axis is None:
+        return sh.concatenate([ravel(a) for a in arrays], 0)
+    return sh.concatenate(arrays, axis)
+
+
+def stack(arrays, axis=0):
+    return sh.stack(arrays, axis)
+
+
+def atleast_1d(a):
+    a = operand(a, "atleast_1d")
+    return sh.reshape(a, (1,)) if a.ndim == 0 else a
+
+
+def atleast_2d(a):
+    a = operand(a, "atleast_2d")
+    return sh.reshape(a, (1,) * (2 - a.ndim) + tuple(a.shape)) if a.ndim < 2 else a
+
+
+def shape(a):
+    return tuple(operand(a, "shape").shape)
+
+
+def ndim(a):
+    return operand(a, "ndim").ndim
+
+
+def size(a):
+    return operand(a, "size").size
+
+
+# --- products -------------------------------------------------------------------------------
+def matmul(a, b):
+    a, b = operand(a, "matmul"), operand(b, "matmul")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: operands must be at least 1-d, got {short(a)} and {short(b)}")
+    a2 = sh.reshape(a, (1,) + tuple(a.shape)) if a.ndim == 1 else a
+    b2 = sh.reshape(b, tuple(b.shape) + (1,)) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(f"matmul: contracting dimensions differ: {short(a)} @ {short(b)}")
+    batch = tuple(np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2]))) \
+        if a2.ndim > 2 or b2.ndim > 2 else ()
+    if a2.ndim == 2 and b2.ndim == 2:
+        out = dot_general(a2, b2, (((1,), (0,)), ((), ())))
+    else:
+        a3 = sh.broadcast_to(a2, batch + tuple(a2.shape[-2:]))
+        b3 = sh.broadcast_to(b2, batch + tuple(b2.shape[-2:]))
+        nb = len(batch)
+        out = dot_general(a3, b3, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
+    if a.ndim == 1:
+        out = sh.squeeze(out, out.ndim - 2)
+    if b.ndim == 1:
+        out = sh.squeeze(out, out.ndim - 1)
+    return out
+
+
+def dot(a, b):
+    a, b = operand(a, "dot"), operand(b, "dot")
+    if a.ndim == 0 or b.ndim == 0:
+        return ew.mul(a, b)
+    if b.ndim <= 2:
+        return matmul(a, b)
+    return tensordot(a, b, ((a.ndim - 1,), (b.ndim - 2,)))
+
+
+def vdot(a, b):
+    return dot(ravel(a), ravel(b))
+
+
+def inner(a, b):
+    a, b = operand(a, "inner"), operand(b, "inner")
+    if a.ndim == 0 or b.ndim == 0:
+        return ew.mul(a, b)
+    return tensordot(a, b, ((a.ndim - 1,), (b.ndim - 1,)))
+
+
+def outer(a, b):
+    a, b = ravel(a), ravel(b)
+    return ew.mul(sh.reshape(a, (-1, 1)), sh.reshape(b, (1, -1)))
+
+
+def tensordot(a, b, axes=2):
+    a, b = operand(a, "tensordot"), operand(b, "tensordot")
+    if isinstance(axes, int):
+        ax_a = tuple(range(a.ndim - axes, a.ndim))
+        ax_b = tuple(range(axes))
+    else:
+        ax_a, ax_b = axes
+        ax_a = (ax_a,) if isinstance(ax_a, int) else tuple(ax_a)
+        ax_b = (ax_b,) if isinstance(ax_b, int) else tuple(ax_b)
+        ax_a = tuple(normalize_axis(x, a.ndim, "tensordot", a) for x in ax_a)
+        ax_b = tuple(normalize_axis(x, b.ndim, "tensordot", b) for x in ax_b)
+    return dot_general(a, b, ((ax_a, ax_b), ((), ())))

@@ -1,0 +1,147 @@
+"""dot_general: the one contraction primitive behind matmul, dot, tensordot and einsum.
+
+dimension_numbers = ((lhs_contract, rhs_contract), (lhs_batch, rhs_batch)); the output is
+laid out as (batch..., lhs free..., rhs free...), as in XLA. Bilinear: the jvp is the sum
+of the two partial products, the vjp contracts the cotangent with the other operand.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mirax.core import dtypes
+from mirax.core.avals import ShapedArray
+from mirax.core.primitive import Primitive
+from mirax.core.trace import aval_of
+from mirax.ops.common import operand, promote, short
+
+dot_general_p = Primitive("dot_general")
+
+
+def _free(ndim, contract, batch):
+    return tuple(i for i in range(ndim) if i not in contract and i not in batch)
+
+
+def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
+    lhs, rhs = promote("dot_general", operand(lhs, "dot_general"), operand(rhs, "dot_general"))
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb)))
+    pet = None if preferred_element_type is None else dtypes.canonicalize(
+        preferred_element_type)
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, preferred_element_type=pet)
+
+
+@dot_general_p.def_abstract_eval
+def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, preferred_element_type):
+    (lc, rc), (lb, rb) = dimension_numbers
+    ok = (len(lc) == len(rc) and len(lb) == len(rb)
+          and all(0 <= a < lhs.ndim for a in lc + lb) and all(0 <= a < rhs.ndim for a in rc + rb)
+          and all(lhs.shape[a] == rhs.shape[b] for a, b in zip(lc + lb, rc + rb)))
+    if not ok:
+        raise ValueError(f"dot_general: cannot contract {short(lhs)} with {short(rhs)} "
+                         f"(dimension_numbers={dimension_numbers})")
+    if lhs.dtype != rhs.dtype:
+        raise TypeError(f"dot_general: operands must share a dtype, got {short(lhs)} and "
+                        f"{short(rhs)}")
+    shape = (tuple(lhs.shape[a] for a in lb) + tuple(lhs.shape[a] for a in _free(lhs.ndim, lc, lb))
+             + tuple(rhs.shape[a] for a in _free(rhs.ndim, rc, rb)))
+    return ShapedArray(shape, preferred_element_type or lhs.dtype)
+
+
+@dot_general_p.def_impl
+def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
+    out_dtype = preferred_element_type or lhs.dtype
+    acc = np.float32 if lhs.dtype in (dtypes.float16, dtypes.bfloat16) else lhs.dtype
+    bshape = tuple(lhs.shape[a] for a in lb)
+    m = int(np.prod([lhs.shape[a] for a in lf]))
+    n = int(np.prod([rhs.shape[a] for a in rf]))
+    k = int(np.prod([lhs.shape[a] for a in lc]))
+    b = int(np.prod(bshape))
+    a_ = np.transpose(lhs, lb + lf + lc).reshape(b, m, k).astype(acc, copy=False)
+    b_ = np.transpose(rhs, rb + rc + rf).reshape(b, k, n).astype(acc, copy=False)
+    out = np.matmul(a_, b_)
+    shape = bshape + tuple(lhs.shape[a] for a in lf) + tuple(rhs.shape[a] for a in rf)
+    return out.reshape(shape).astype(out_dtype, copy=False)
+
+
+@dot_general_p.def_jvp
+def _dot_general_jvp(primals, tangents, **params):
+    from mirax.ops.elementwise import add
+    (x, y), (tx, ty) = primals, tangents
+    out = dot_general_p.bind(x, y, **params)
+    t = None
+    if tx is not None:
+        t = dot_general_p.bind(tx, y, **params)
+    if ty is not None:
+        t2 = dot_general_p.bind(x, ty, **params)
+        t = t2 if t is None else add(t, t2)
+    return out, t
+
+
+def _ranges_like(*xs):
+    start = 0
+    for x in xs:
+        yield tuple(range(start, start + len(x)))
+        start += len(x)
+
+
+def _transpose_lhs(ct, x_aval, y, dimension_numbers, swap_ans=False):
+    (xc, yc), (xb, yb) = dimension_numbers
+    y_ndim = aval_of(y).ndim
+    x_kept = _free(x_aval.ndim, xc, xb)
+    y_kept = _free(y_ndim, yc, yb)
+    if swap_ans:
+        ans_batch, ans_y, _ = _ranges_like(xb, y_kept, x_kept)
+    else:
+        ans_batch, _, ans_y = _ranges_like(xb, x_kept, y_kept)
+    dims = ((ans_y, y_kept), (ans_batch, yb))
+    xc_sorted_by_y = tuple(np.take(xc, np.argsort(yc)).tolist()) if xc else ()
+    out_axes = tuple(np.argsort(xb + x_kept + xc_sorted_by_y).tolist())
+    from mirax.ops.elementwise import convert_element_type
+    from mirax.ops.shape import transpose
+    res = transpose(dot_general(ct, y, dims), out_axes)
+    return convert_element_type(res, x_aval.dtype, weak_type=x_aval.weak_type)
+
+
+@dot_general_p.def_vjp
+def _dot_general_vjp(ct, out, x, y, *, dimension_numbers, preferred_element_type):
+    (xc, yc), (xb, yb) = dimension_numbers
+    xa, ya = aval_of(x), aval_of(y)
+    if not dtypes.is_float(xa.dtype):
+        return [None, None]
+    ct = ct if preferred_element_type is None else _cast(ct, xa.dtype)
+    swapped = ((yc, xc), (yb, xb))
+    return [_transpose_lhs(ct, xa, y, dimension_numbers),
+            _transpose_lhs(ct, ya, x, swapped, swap_ans=True)]
+
+
+def _cast(x, dtype):
+    from mirax.ops.elementwise import convert_element_type
+    return convert_element_type(x, dtype)
+
+
+def _shift(axes, d):
+    return tuple(a + (a >= d) for a in axes)
+
+
+@dot_general_p.def_vmap
+def _dot_general_vmap(args, dims, *, dimension_numbers, preferred_element_type):
+    (x, y), (dx, dy) = args, dims
+    (xc, yc), (xb, yb) = dimension_numbers
+    if dx is not None and dy is not None:
+        from mirax.ops.shape import moveaxis
+        x, y = moveaxis(x, dx, 0), moveaxis(y, dy, 0)
+        dn = ((tuple(a + 1 for a in xc), tuple(a + 1 for a in yc)),
+              ((0,) + tuple(a + 1 for a in xb), (0,) + tuple(a + 1 for a in yb)))
+        return dot_general(x, y, dn, preferred_element_type), 0
+    if dx is not None:
+        xc2, xb2 = _shift(xc, dx), _shift(xb, dx)
+        x_free = _free(aval_of(x).ndim, xc2, xb2)
+        out_dim = len(xb) + x_free.index(dx)
+        return dot_general(x, y, ((xc2, yc), (xb2, yb)), preferred_element_type), out_dim
+    yc2, yb2 = _shift(yc, dy), _shift(yb, dy)
+    y_free = _free(aval_of(y).ndim, yc2, yb2)
+    x_free = _free(aval_of(x).ndim, xc, xb)
+    out_dim = len(xb) + len(x_free) + y_free.index(dy)
+    return dot_general(x, y, ((xc, yc2), (xb, yb2)), preferred_element_type), out_dim

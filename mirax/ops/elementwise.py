@@ -1,0 +1,522 @@
+"""Elementwise primitives: unary and binary math, comparisons, select, casts.
+
+Binary primitives take operands of one dtype (wrappers promote) and broadcast like NumPy.
+Derivatives are declared once per operand as a function linear in `g`
+(`d=lambda g, x, y: g * y` for exp): the jvp feeds it the tangent, the vjp the cotangent
+(then sums over broadcast axes), so both modes share one formula, and since formulas are
+written with wrappers every derivative is itself differentiable.
+
+Strong zeros (API.md): where the local derivative can be inf/NaN at a finite point (sqrt,
+log, division, pow, ...), `_guard` makes a zero g contribute exactly 0, so `where(x > 0,
+sqrt(x), 0)` has a finite gradient at 0. Ops whose derivative is finite need no guard.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from mirax.core import dtypes
+from mirax.core.avals import ShapedArray
+from mirax.core.primitive import Primitive
+from mirax.core.trace import aval_of
+from mirax.ops import special_impl
+from mirax.ops.common import broadcast_shapes, float_operand, operand, promote, short
+
+UNARY_OPS: dict[str, Primitive] = {}
+BINARY_OPS: dict[str, Primitive] = {}
+
+
+def _is_diff(x) -> bool:
+    return dtypes.is_float(aval_of(x).dtype)
+
+
+# --- generic rules ----------------------------------------------------------------------
+def _nary_jvp(prim, derivs):
+    def jvp(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        t_out = None
+        for d, x, t in zip(derivs, primals, tangents):
+            if t is None or d is None:
+                continue
+            c = d(t, *primals, out)
+            if c is None:
+                continue
+            if c.shape != out.shape:
+                c = broadcast_to(c, out.shape)
+            t_out = c if t_out is None else add(t_out, c)
+        return out, t_out
+    return jvp
+
+
+def _nary_vjp(derivs):
+    def vjp(ct, out, *primals, **params):
+        cts = []
+        for d, x in zip(derivs, primals):
+            if d is None or not _is_diff(x):
+                cts.append(None)
+                continue
+            c = d(ct, *primals, out)
+            cts.append(None if c is None else unbroadcast(c, aval_of(x).shape))
+        return cts
+    return vjp
+
+
+def _nary_vmap(prim):
+    def vmap(args, dims, **params):
+        out_ndim = builtins.max(aval_of(a).ndim - (d is not None) for a, d in zip(args, dims))
+        moved = []
+        for a, d in zip(args, dims):
+            if d is None:
+                moved.append(a)
+                continue
+            a = moveaxis(a, d, 0) if d != 0 else a
+            logical = aval_of(a).shape[1:]
+            if len(logical) < out_ndim:
+                a = reshape(a, (a.shape[0],) + (1,) * (out_ndim - len(logical)) + logical)
+            moved.append(a)
+        return prim.bind(*moved, **params), 0
+    return vmap
+
+
+def unary(name, impl, d=None, *, float_only=True, keeps_weak=True, out_dtype=None):
+    """Declare an elementwise unary primitive `name` with derivative d(g, x, y)."""
+    p = Primitive(name, keeps_weak=keeps_weak)
+    p.def_impl(impl)
+    p.def_abstract_eval(lambda x: ShapedArray(x.shape, out_dtype or x.dtype))
+    derivs = [d]
+    p.def_jvp(_nary_jvp(p, derivs))
+    p.def_vjp(_nary_vjp(derivs))
+    p.def_vmap(_nary_vmap(p))
+    p.float_only = float_only
+    UNARY_OPS[name] = p
+    return p
+
+
+def _binary_abstract_eval(name, out_dtype):
+    def rule(x, y):
+        if x.dtype != y.dtype:
+            raise TypeError(f"{name}: operands must have one dtype, got {short(x)} and "
+                            f"{short(y)} (the mirax.numpy wrappers promote)")
+        return ShapedArray(broadcast_shapes(name, x, y), out_dtype or x.dtype)
+    return rule
+
+
+def binary(name, impl, d=(None, None), *, keeps_weak=True, out_dtype=None):
+    """Declare an elementwise binary primitive with per-operand derivatives d(g, x, y, out)."""
+    p = Primitive(name, keeps_weak=keeps_weak)
+    p.def_impl(impl)
+    p.def_abstract_eval(_binary_abstract_eval(name, out_dtype))
+    derivs = list(d)
+    p.def_jvp(_nary_jvp(p, derivs))
+    p.def_vjp(_nary_vjp(derivs))
+    p.def_vmap(_nary_vmap(p))
+    BINARY_OPS[name] = p
+    return p
+
+
+def _guard(g, d):
+    """g * d, where a zero g gives exactly 0 even when d is inf or NaN (strong zero).
+
+    NOTE: only d is masked (where g == 0 and d is not finite), so the result stays
+    linear in g with derivative d wherever d is finite: higher orders are exact."""
+    bad = logical_and(eq(g, 0), logical_not(is_finite(d)))
+    return mul(g, select(bad, zeros_like(d), d))
+
+
+# --- arithmetic ---------------------------------------------------------------------------
+# Each line: the primitive, its NumPy impl, and its derivative (math in the comment).
+add_p = binary("add", np.add, (lambda g, x, y, o: g, lambda g, x, y, o: g))
+sub_p = binary("sub", np.subtract, (lambda g, x, y, o: g, lambda g, x, y, o: neg(g)))
+mul_p = binary("mul", np.multiply, (lambda g, x, y, o: mul(g, y), lambda g, x, y, o: mul(x, g)))
+# d(x/y) = dx / y - (x/y) dy / y
+div_p = binary("div", lambda x, y: _div_impl(x, y),
+               (lambda g, x, y, o: _guard(g, reciprocal(y)),
+                lambda g, x, y, o: _guard(g, neg(div(o, y)))))
+# rem(x, y) = x - y * trunc(x / y): d/dx = 1, d/dy = -trunc(x / y)
+rem_p = binary("rem", lambda x, y: _rem_impl(x, y),
+               (lambda g, x, y, o: g, lambda g, x, y, o: mul(g, neg(trunc(div(x, y))))))
+# d x^y = y x^(y-1) dx + log(x) x^y dy, with the dy term 0 at x = 0 (as JAX)
+pow_p = binary("pow", lambda x, y: _pow_impl(x, y),
+               (lambda g, x, y, o: _guard(g, mul(y, pow(x, sub(y, 1)))),
+                lambda g, x, y, o: _guard(g, select(eq(x, 0), zeros_like(o),
+                                                    mul(log(select(eq(x, 0), ones_like(x), x)),
+                                                        o)))))
+# max/min: the winner takes g; ties split it evenly
+max_p = binary("max", np.maximum,
+               (lambda g, x, y, o: mul(g, _win(x, y)), lambda g, x, y, o: mul(g, _win(y, x))))
+min_p = binary("min", np.minimum,
+               (lambda g, x, y, o: mul(g, _win(y, x)), lambda g, x, y, o: mul(g, _win(x, y))))
+# d atan2(x, y) = (y dx - x dy) / (x^2 + y^2)
+atan2_p = binary("atan2", np.arctan2,
+                 (lambda g, x, y, o: _guard(g, div(y, add(mul(x, x), mul(y, y)))),
+                  lambda g, x, y, o: _guard(g, div(neg(x), add(mul(x, x), mul(y, y))))))
+nextafter_p = binary("nextafter", np.nextafter)
+and_p = binary("and", np.bitwise_and)
+or_p = binary("or", np.bitwise_or)
+xor_p = binary("xor", np.bitwise_xor)
+shift_left_p = binary("shift_left", np.left_shift)
+shift_right_p = binary("shift_right", np.right_shift)
+
+
+def _win(x, y):
+    """1 where x > y, 0.5 on ties, 0 where x < y (as x's dtype)."""
+    one = ones_like(x)
+    return select(gt(x, y), one, select(eq(x, y), mul(one, 0.5), zeros_like(x)))
+
+
+def _div_impl(x, y):
+    if x.dtype.kind in "iu":  # C-style truncating division, as lax.div
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.where(y == 0, 0, np.abs(x) // np.where(y == 0, 1, np.abs(y)))
+        return (np.sign(x) * np.sign(y) * q).astype(x.dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.true_divide(x, y)
+
+
+def _rem_impl(x, y):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if x.dtype.kind in "iu":
+            return np.fmod(x, np.where(y == 0, 1, y)).astype(x.dtype)
+        return np.fmod(x, y)
+
+
+def _pow_impl(x, y):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if x.dtype.kind in "iu":
+            return np.power(x, np.maximum(y, 0)).astype(x.dtype)
+        return np.power(x, y)
+
+
+def _errstate(fn):
+    def run(x):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return fn(x)
+    run.__name__ = getattr(fn, "__name__", "impl")
+    return run
+
+
+neg_p = unary("neg", np.negative, lambda g, x, y: neg(g), float_only=False)
+sign_p = unary("sign", np.sign, None, float_only=False)        # d sign = 0 (also at 0)
+floor_p = unary("floor", np.floor, None)
+ceil_p = unary("ceil", np.ceil, None)
+round_p = unary("round", np.round, None)                      # half to even, as NumPy
+trunc_p = unary("trunc", np.trunc, None)
+abs_p = unary("abs", np.abs, lambda g, x, y: mul(g, sign(x)), float_only=False)  # d|x|(0) = 0
+exp_p = unary("exp", _errstate(np.exp), lambda g, x, y: mul(g, y))              # d exp = exp
+exp2_p = unary("exp2", _errstate(np.exp2), lambda g, x, y: mul(g, mul(y, math.log(2.0))))
+expm1_p = unary("expm1", _errstate(np.expm1), lambda g, x, y: mul(g, add(y, 1.0)))
+log_p = unary("log", _errstate(np.log), lambda g, x, y: _guard(g, reciprocal(x)))  # 1/x
+log1p_p = unary("log1p", _errstate(np.log1p), lambda g, x, y: _guard(g, reciprocal(add(x, 1.0))))
+sqrt_p = unary("sqrt", _errstate(np.sqrt), lambda g, x, y: _guard(g, div(0.5, y)))  # 1/(2 sqrt)
+# rsqrt: y = x^-1/2, dy = -y / (2x)
+rsqrt_p = unary("rsqrt", _errstate(lambda x: 1 / np.sqrt(x)),
+                lambda g, x, y: _guard(g, div(mul(y, -0.5), x)))
+cbrt_p = unary("cbrt", np.cbrt, lambda g, x, y: _guard(g, div(y, mul(x, 3.0))))   # y / 3x
+tanh_p = unary("tanh", np.tanh, lambda g, x, y: mul(g, sub(1.0, mul(y, y))))       # 1 - y^2
+logistic_p = unary("logistic", _errstate(lambda x: _logistic_impl(x)),
+                   lambda g, x, y: mul(g, mul(y, sub(1.0, y))))                    # y (1 - y)
+sin_p = unary("sin", np.sin, lambda g, x, y: mul(g, cos(x)))
+cos_p = unary("cos", np.cos, lambda g, x, y: mul(g, neg(sin(x))))
+tan_p = unary("tan", np.tan, lambda g, x, y: mul(g, add(1.0, mul(y, y))))           # 1 + y^2
+asin_p = unary("asin", _errstate(np.arcsin),
+               lambda g, x, y: _guard(g, rsqrt(sub(1.0, mul(x, x)))))              # 1/sqrt(1-x^2)
+acos_p = unary("acos", _errstate(np.arccos),
+               lambda g, x, y: _guard(g, neg(rsqrt(sub(1.0, mul(x, x))))))
+atan_p = unary("atan", np.arctan, lambda g, x, y: div(g, add(1.0, mul(x, x))))     # 1/(1+x^2)
+sinh_p = unary("sinh", _errstate(np.sinh), lambda g, x, y: mul(g, cosh(x)))
+cosh_p = unary("cosh", _errstate(np.cosh), lambda g, x, y: mul(g, sinh(x)))
+asinh_p = unary("asinh", np.arcsinh, lambda g, x, y: mul(g, rsqrt(add(mul(x, x), 1.0))))
+acosh_p = unary("acosh", _errstate(np.arccosh),
+                lambda g, x, y: _guard(g, rsqrt(sub(mul(x, x), 1.0))))
+atanh_p = unary("atanh", _errstate(np.arctanh),
+                lambda g, x, y: _guard(g, reciprocal(sub(1.0, mul(x, x)))))
+# d erf = 2/sqrt(pi) exp(-x^2);  d erf_inv = sqrt(pi)/2 exp(y^2)
+erf_p = unary("erf", special_impl.erf,
+              lambda g, x, y: mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))))
+erfc_p = unary("erfc", special_impl.erfc,
+               lambda g, x, y: mul(g, mul(exp(neg(mul(x, x))), -2.0 / math.sqrt(math.pi))))
+erf_inv_p = unary("erf_inv", special_impl.erfinv,
+                  lambda g, x, y: _guard(g, mul(exp(mul(y, y)), math.sqrt(math.pi) / 2.0)))
+lgamma_p = unary("lgamma", special_impl.lgamma, lambda g, x, y: _guard(g, digamma(x)))
+digamma_p = unary("digamma", special_impl.digamma,
+                  lambda g, x, y: _guard(g, polygamma1(x)))
+polygamma1_p = unary("polygamma1", special_impl.polygamma1, None)
+not_p = unary("not", lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x),
+              None, float_only=False)
+is_finite_p = unary("is_finite", np.isfinite, None, keeps_weak=False, out_dtype=np.bool_)
+is_finite_p.def_abstract_eval(lambda x: ShapedArray(x.shape, np.bool_))
+
+
+def _logistic_impl(x):
+    # stable for both signs: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+# --- comparisons and select ---------------------------------------------------------------
+def _compare(name, impl):
+    p = binary(name, impl, keeps_weak=False, out_dtype=np.bool_)
+    p.def_abstract_eval(lambda x, y: ShapedArray(
+        _binary_abstract_eval(name, None)(x, y).shape, np.bool_))
+    return p
+
+
+eq_p = _compare("eq", np.equal)
+ne_p = _compare("ne", np.not_equal)
+lt_p = _compare("lt", np.less)
+le_p = _compare("le", np.less_equal)
+gt_p = _compare("gt", np.greater)
+ge_p = _compare("ge", np.greater_equal)
+
+# select(pred, on_true, on_false): the cotangent goes to the branch that was taken, the
+# other branch gets exactly zero (a strong zero), never ct * garbage.
+select_p = Primitive("select", keeps_weak=True)
+select_p.def_impl(lambda p, a, b: np.where(p, a, b))
+
+
+@select_p.def_abstract_eval
+def _select_abstract_eval(p, a, b):
+    if p.dtype != np.bool_:
+        raise TypeError(f"select: predicate must be bool, got {short(p)}")
+    if a.dtype != b.dtype:
+        raise TypeError(f"select: branches must have one dtype, got {short(a)} and {short(b)}")
+    return ShapedArray(broadcast_shapes("select", p, a, b), a.dtype)
+
+
+select_p.keeps_weak = False
+select_p.def_jvp(_nary_jvp(select_p, [None, lambda g, p, a, b, o: select(p, g, zeros_like(g)),
+                                      lambda g, p, a, b, o: select(p, zeros_like(g), g)]))
+select_p.def_vjp(_nary_vjp([None, lambda g, p, a, b, o: select(p, g, zeros_like(g)),
+                            lambda g, p, a, b, o: select(p, zeros_like(g), g)]))
+select_p.def_vmap(_nary_vmap(select_p))
+
+
+# --- convert_element_type -----------------------------------------------------------------
+convert_element_type_p = Primitive("convert_element_type")
+convert_element_type_p.def_impl(lambda x, *, new_dtype, weak_type=False: _convert_impl(x, new_dtype))
+
+
+def _convert_impl(x, dtype):
+    if dtypes.is_int(dtype) and x.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            return np.asarray(x).astype(dtype)
+    return np.asarray(x).astype(dtype)
+
+
+@convert_element_type_p.def_abstract_eval
+def _convert_abstract_eval(x, *, new_dtype, weak_type=False):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+@convert_element_type_p.def_jvp
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type=False):
+    (x,), (t,) = primals, tangents
+    out = convert_element_type(x, new_dtype, weak_type=weak_type)
+    if t is None or not dtypes.is_float(new_dtype):
+        return out, None
+    return out, convert_element_type(t, new_dtype, weak_type=weak_type)
+
+
+@convert_element_type_p.def_vjp
+def _convert_vjp(ct, out, x, *, new_dtype, weak_type=False):
+    a = aval_of(x)
+    if not dtypes.is_float(a.dtype) or not dtypes.is_float(new_dtype):
+        return [None]
+    return [convert_element_type(ct, a.dtype, weak_type=a.weak_type)]
+
+
+@convert_element_type_p.def_vmap
+def _convert_vmap(args, dims, **params):
+    return convert_element_type_p.bind(args[0], **params), dims[0]
+
+
+# --- wrappers -----------------------------------------------------------------------------
+# lax-level: operands of one dtype (Python scalars are weak and adopt it).
+def _bind2(p, x, y):
+    x, y = promote(p.name, x, y)
+    return p.bind(x, y)
+
+
+def add(x, y):
+    return _bind2(add_p, x, y)
+
+
+def sub(x, y):
+    return _bind2(sub_p, x, y)
+
+
+def mul(x, y):
+    return _bind2(mul_p, x, y)
+
+
+def div(x, y):
+    return _bind2(div_p, x, y)
+
+
+def rem(x, y):
+    return _bind2(rem_p, x, y)
+
+
+def pow(x, y):
+    return _bind2(pow_p, x, y)
+
+
+def max(x, y):
+    return _bind2(max_p, x, y)
+
+
+def min(x, y):
+    return _bind2(min_p, x, y)
+
+
+def atan2(x, y):
+    return _bind2(atan2_p, x, y)
+
+
+def nextafter(x, y):
+    return _bind2(nextafter_p, x, y)
+
+
+def eq(x, y):
+    return _bind2(eq_p, x, y)
+
+
+def ne(x, y):
+    return _bind2(ne_p, x, y)
+
+
+def lt(x, y):
+    return _bind2(lt_p, x, y)
+
+
+def le(x, y):
+    return _bind2(le_p, x, y)
+
+
+def gt(x, y):
+    return _bind2(gt_p, x, y)
+
+
+def ge(x, y):
+    return _bind2(ge_p, x, y)
+
+
+def _bitwise(p, x, y):
+    x, y = promote(p.name, x, y)
+    if dtypes.is_float(x.dtype):
+        raise TypeError(f"{p.name}: expected integer or bool operands, got {short(x)}")
+    return p.bind(x, y)
+
+
+def logical_and(x, y):
+    return _bitwise(and_p, x, y)
+
+
+def logical_or(x, y):
+    return _bitwise(or_p, x, y)
+
+
+def logical_xor(x, y):
+    return _bitwise(xor_p, x, y)
+
+
+def shift_left(x, y):
+    return _bitwise(shift_left_p, x, y)
+
+
+def shift_right(x, y):
+    return _bitwise(shift_right_p, x, y)
+
+
+def logical_not(x):
+    return not_p.bind(operand(x, "not"))
+
+
+def _unary_wrapper(p):
+    if p.float_only:
+        def wrapper(x):
+            return p.bind(float_operand(x, p.name))
+    else:
+        def wrapper(x):
+            return p.bind(operand(x, p.name))
+    wrapper.__name__ = p.name
+    return wrapper
+
+
+neg, sign, floor, ceil, round, trunc, abs = map(
+    _unary_wrapper, (neg_p, sign_p, floor_p, ceil_p, round_p, trunc_p, abs_p))
+exp, exp2, expm1, log, log1p, sqrt, rsqrt, cbrt = map(
+    _unary_wrapper, (exp_p, exp2_p, expm1_p, log_p, log1p_p, sqrt_p, rsqrt_p, cbrt_p))
+tanh, logistic, sin, cos, tan, asin, acos, atan = map(
+    _unary_wrapper, (tanh_p, logistic_p, sin_p, cos_p, tan_p, asin_p, acos_p, atan_p))
+sinh, cosh, asinh, acosh, atanh = map(_unary_wrapper, (sinh_p, cosh_p, asinh_p, acosh_p, atanh_p))
+erf, erfc, erf_inv, lgamma, digamma, polygamma1 = map(
+    _unary_wrapper, (erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p, polygamma1_p))
+
+
+def is_finite(x):
+    x = operand(x, "is_finite")
+    return is_finite_p.bind(x)
+
+
+def reciprocal(x):
+    return div(1.0, x)
+
+
+def select(pred, on_true, on_false):
+    pred = operand(pred, "select")
+    if pred.dtype != np.bool_:
+        raise TypeError(f"select: predicate must be bool, got {short(pred)}")
+    a, b = promote("select", on_true, on_false)
+    return select_p.bind(pred, a, b)
+
+
+def convert_element_type(x, new_dtype, weak_type=False):
+    x = operand(x, "convert_element_type")
+    new_dtype = dtypes.canonicalize(new_dtype)
+    if x.dtype == new_dtype and x.weak_type == weak_type:
+        return x
+    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+
+
+def zeros_like(x):
+    from mirax.ops.shape import full
+    a = aval_of(x)
+    return full(a.shape, 0, a.dtype, weak_type=a.weak_type)
+
+
+def ones_like(x):
+    from mirax.ops.shape import full
+    a = aval_of(x)
+    return full(a.shape, 1, a.dtype, weak_type=a.weak_type)
+
+
+# shape helpers the rules above use (defined in ops/shape.py and ops/reduction.py)
+def broadcast_to(x, shape):
+    from mirax.ops.shape import broadcast_to as b
+    return b(x, shape)
+
+
+def unbroadcast(ct, shape):
+    """Sum `ct` down to `shape`: the adjoint of NumPy broadcasting."""
+    if tuple(ct.shape) == tuple(shape):
+        return ct
+    from mirax.ops.reduction import reduce_sum
+    from mirax.ops.shape import reshape
+    lead = len(ct.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape)
+                                      if d == 1 and ct.shape[i + lead] != 1)
+    out = reduce_sum(ct, axes) if axes else ct
+    return reshape(out, shape) if tuple(out.shape) != tuple(shape) else out
+
+
+def moveaxis(x, src, dst):
+    from mirax.ops.shape import moveaxis as m
+    return m(x, src, dst)
+
+
+def reshape(x, shape):
+    from mirax.ops.shape import reshape as r
+    return r(x, shape)

@@ -1,0 +1,51 @@
+"""Argument plumbing shared by the public transforms: argnums, pytrees, aux outputs."""
+from __future__ import annotations
+
+from mirax.core import dtypes, tree
+from mirax.core.trace import Tracer
+from mirax.ops.common import operand, short
+
+
+def check_argnums(name: str, argnums, nargs: int) -> tuple[int, ...]:
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    for a in nums:
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"{name}: argnums must be ints, got {a!r}")
+        if not -nargs <= a < nargs:
+            raise ValueError(f"{name}: argnums {argnums} is out of range for a function "
+                             f"called with {nargs} positional arguments")
+    return tuple(a % nargs for a in nums)
+
+
+def split_args(args, argnums):
+    """Leaves of args[argnums] (as operands), their tree, and a rebuild(leaves) -> args."""
+    diff = [args[i] for i in argnums]
+    leaves, treedef = tree.flatten(diff)
+    leaves = [operand(x, "transform") for x in leaves]
+
+    def rebuild(new_leaves):
+        parts = tree.unflatten(treedef, list(new_leaves))
+        out = list(args)
+        for i, p in zip(argnums, parts):
+            out[i] = p
+        return out
+    return leaves, treedef, rebuild
+
+
+def check_float_inputs(name: str, leaves, what="input"):
+    for x in leaves:
+        if not dtypes.is_float(x.dtype):
+            raise TypeError(f"{name} requires float {what}s, got {short(x)}; integer and bool "
+                            "arguments have no derivative (exclude them with argnums)")
+
+
+def lower_out(x, trace, attr: str):
+    """The value of `x` one level below `trace` (its primal if it is `trace`'s tracer)."""
+    if isinstance(x, Tracer) and x._trace is trace:
+        return getattr(x, attr)
+    return x
+
+
+def strip_aux(aux, trace, attr="primal"):
+    return tree.map(lambda a: lower_out(a, trace, attr), aux)

@@ -1,0 +1,107 @@
+"""Transforms built from the others: jacfwd (vmap of jvp), jacrev (vmap of vjp), hessian
+(jacfwd of jacrev) and hvp (forward over reverse)."""
+from __future__ import annotations
+
+from mirax.core import tree
+from mirax.core.trace import aval_of
+from mirax.ops.common import operand
+from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
+from mirax.transforms.jvp import jvp
+from mirax.transforms.vjp import grad, vjp
+from mirax.transforms.vmap import vmap
+
+
+def _basis(size, dtype):
+    from mirax.ops.elementwise import convert_element_type, eq
+    from mirax.ops.shape import iota
+    return convert_element_type(eq(iota("int32", (size, size), 0), iota("int32", (size, size), 1)),
+                                dtype)
+
+
+def _split_basis(basis, leaves):
+    """Rows of an identity basis as per-leaf tangents (each of shape [n, *leaf.shape])."""
+    from mirax.ops.shape import reshape, slice_in_dim
+    out, start = [], 0
+    for x in leaves:
+        n = aval_of(x).size
+        part = slice_in_dim(basis, start, start + n, axis=1)
+        out.append(reshape(part, (basis.shape[0],) + tuple(aval_of(x).shape)))
+        start += n
+    return out
+
+
+def _total(leaves):
+    return sum(aval_of(x).size for x in leaves)
+
+
+def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
+    def jac(*args):
+        nums = check_argnums("jacfwd", argnums, len(args))
+        leaves, treedef, rebuild = split_args(args, nums)
+        check_float_inputs("jacfwd", leaves)
+        n = _total(leaves)
+        dtype = leaves[0].dtype
+
+        def push(*ts):
+            return jvp(lambda *xs: f(*rebuild(xs)), tuple(leaves), tuple(ts))[1]
+
+        cols = vmap(push, chunk_size=chunk_size)(*_split_basis(_basis(n, dtype), leaves))
+        # cols: outputs with a leading [n]; move it to the end and split per input leaf
+        return _assemble_fwd(cols, leaves, treedef, argnums)
+    return jac
+
+
+def _assemble_fwd(cols, leaves, treedef, argnums):
+    from mirax.ops.shape import moveaxis, reshape, slice_in_dim
+
+    def per_out(c):
+        c = moveaxis(c, 0, -1)
+        out_shape = tuple(c.shape[:-1])
+        parts, start = [], 0
+        for x in leaves:
+            k = aval_of(x).size
+            p = slice_in_dim(c, start, start + k, axis=c.ndim - 1)
+            parts.append(reshape(p, out_shape + tuple(aval_of(x).shape)))
+            start += k
+        t = tree.unflatten(treedef, parts)
+        return t[0] if isinstance(argnums, int) else tuple(t)
+    return tree.map(per_out, cols)
+
+
+def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
+    def jac(*args):
+        nums = check_argnums("jacrev", argnums, len(args))
+        leaves, treedef, rebuild = split_args(args, nums)
+        check_float_inputs("jacrev", leaves)
+        out, pullback = vjp(lambda *xs: f(*rebuild(xs)), *leaves)
+        out_leaves, out_tree = tree.flatten(out)
+        out_leaves = [operand(o, "jacrev") for o in out_leaves]
+        m = _total(out_leaves)
+        cts = _split_basis(_basis(m, out_leaves[0].dtype), out_leaves)
+        rows = vmap(lambda *c: pullback(tree.unflatten(out_tree, list(c))),
+                    chunk_size=chunk_size)(*cts)  # tuple over input leaves, each [m, *in]
+        from mirax.ops.shape import reshape, slice_in_dim
+        per_out, start = [], 0
+        for o in out_leaves:
+            k = aval_of(o).size
+            parts = [reshape(slice_in_dim(r, start, start + k, axis=0),
+                             tuple(aval_of(o).shape) + tuple(aval_of(x).shape))
+                     for r, x in zip(rows, leaves)]
+            t = tree.unflatten(treedef, parts)
+            per_out.append(t[0] if isinstance(argnums, int) else tuple(t))
+            start += k
+        return tree.unflatten(out_tree, per_out)
+    return jac
+
+
+def hessian(f, argnums=0, chunk_size=None):
+    return jacfwd(jacrev(f, argnums, chunk_size=chunk_size), argnums, chunk_size=chunk_size)
+
+
+def hvp(f, primals, tangents):
+    """Forward-over-reverse Hessian-vector product of a scalar f; returns a tuple shaped
+    like primals."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("hvp: primals and tangents must be tuples (one entry per argument)")
+    g = grad(f, argnums=tuple(range(len(primals))))
+    return tuple(jvp(g, tuple(primals), tuple(tangents))[1])

@@ -1,0 +1,259 @@
+"""jit: stage a function into a Graph once per argument signature, then run the compiled
+graph through the `call` primitive.
+
+`call` carries its Graph as a param. Eagerly it runs the backend's executable; under a
+transform its rules transform the graph itself (jvp / vjp / vmap of `eval_graph`,
+staged into a new graph and cached), so grad of jit and vmap of jit stay compiled; when
+staged inside another jit it is inlined. The cache key is (pytree structure, avals with
+weak types, static arguments, device); `cache_info()` counts hits, misses and evictions.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from mirax.core import dtypes, tree
+from mirax.core.array import Array
+from mirax.core.avals import ShapedArray
+from mirax.core.primitive import Primitive
+from mirax.core.trace import Tracer, aval_of
+from mirax.ir.build import arg_names_for, trace_to_graph
+from mirax.ir.interpret import eval_graph
+
+# --- the call primitive -------------------------------------------------------------------
+call_p = Primitive("call", multiple_results=True)
+
+
+def executable(graph, platform: str = "cpu"):
+    exe = graph.cache.get(("exe", platform))
+    if exe is None:
+        from mirax.backends import devices
+        from mirax.compiler import optimize
+        dev = devices(platform)[0]
+        exe = dev.backend.compile(optimize(graph, dev.backend))
+        graph.cache[("exe", platform)] = exe
+    return exe
+
+
+call_p.def_impl(lambda *bufs, graph: executable(graph, "cpu")(*bufs))
+call_p.def_abstract_eval(lambda *avals, graph: graph.out_avals)
+call_p.inline_when_staged = lambda *args, graph: eval_graph(graph, *args)
+
+
+def _cached_graph(graph, key, fn, in_avals):
+    g = graph.cache.get(key)
+    if g is None:
+        g, captured = trace_to_graph(fn, in_avals, f"{key[0]}_{graph.name}")
+        assert not captured
+        graph.cache[key] = g
+    return g
+
+
+@call_p.def_jvp
+def _call_jvp(primals, tangents, *, graph):
+    from mirax.transforms.jvp import instantiate, jvp_flat
+    nz = tuple(t is not None for t in tangents)
+    n = len(primals)
+
+    def fn(*args):
+        xs, ts = list(args[:n]), iter(args[n:])
+        ts = [next(ts) if z else None for z in nz]
+        outs, touts = jvp_flat(lambda *ys: eval_graph(graph, *ys), xs, ts)
+        return outs + [instantiate(t, o) for t, o in zip(touts, outs)]
+
+    avals = [aval_of(x) for x in primals] + [aval_of(t) for t in tangents if t is not None]
+    jg = _cached_graph(graph, ("jvp", nz), fn, avals)
+    res = call_p.bind(*primals, *[t for t in tangents if t is not None], graph=jg)
+    m = len(graph.outputs)
+    return res[:m], res[m:]
+
+
+@call_p.def_vjp
+def _call_vjp(cts, outs, *primals, graph):
+    from mirax.transforms.jvp import instantiate
+    from mirax.transforms.vjp import vjp_flat
+    n = len(primals)
+
+    def fn(*args):
+        xs, cs = list(args[:n]), list(args[n:])
+        _, bwd = vjp_flat(lambda *ys: eval_graph(graph, *ys), xs)
+        return [instantiate(c, x) for c, x in zip(bwd(cs), xs)]
+
+    avals = [aval_of(x) for x in primals] + [aval_of(c) for c in cts]
+    bg = _cached_graph(graph, ("vjp",), fn, avals)
+    res = call_p.bind(*primals, *cts, graph=bg)
+    return [r if dtypes.is_float(aval_of(x).dtype) else None for r, x in zip(res, primals)]
+
+
+@call_p.def_vmap
+def _call_vmap(args, dims, *, graph):
+    from mirax.transforms.vmap import vmap_flat
+    size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+    m = len(graph.outputs)
+    avals = [aval_of(a) for a in args]
+    vg = _cached_graph(graph, ("vmap", tuple(dims), size),
+                       lambda *xs: vmap_flat(lambda *ys: eval_graph(graph, *ys), list(xs),
+                                             list(dims), size, [0] * m), avals)
+    return call_p.bind(*args, graph=vg), [0] * m
+
+
+# --- jit ----------------------------------------------------------------------------------
+CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize evictions")
+DEFAULT_CACHE_SIZE = int(os.environ.get("MIRAX_JIT_CACHE_SIZE", "64"))
+
+
+def _leaf_key(x):
+    if type(x) is Array:
+        b = x._buf
+        return (b.shape, b.dtype, x._weak)
+    if isinstance(x, Tracer):
+        a = x.aval
+        return (a.shape, a.dtype, a.weak_type)
+    if isinstance(x, (bool, int, float)):
+        return ((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
+    if isinstance(x, (np.ndarray, np.generic)):
+        return (x.shape, dtypes.input_dtype(x)[0], False)
+    raise TypeError(f"jit: argument of type {type(x).__name__} is not an array; mark it "
+                    "static (static_argnums / static_argnames)")
+
+
+class Jitted:
+    def __init__(self, f, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 cache_size=None):
+        self.f = f
+        self.__name__ = getattr(f, "__name__", "f")
+        self.__doc__ = getattr(f, "__doc__", None)
+        self.__wrapped__ = f
+        as_tuple = (lambda v: (v,) if isinstance(v, (int, str)) else tuple(v))
+        self.static_argnums = as_tuple(static_argnums)
+        self.static_argnames = as_tuple(static_argnames)
+        self.donate_argnums = as_tuple(donate_argnums)
+        try:
+            self.params = list(inspect.signature(f).parameters)
+        except (TypeError, ValueError):
+            self.params = []
+        for name in self.static_argnames:  # static names also fix their positions
+            if name in self.params:
+                self.static_argnums += (self.params.index(name),)
+        self.cache: OrderedDict = OrderedDict()
+        self.maxsize = cache_size or DEFAULT_CACHE_SIZE
+        self.hits = self.misses = self.evictions = 0
+        self.explain = os.environ.get("MIRAX_EXPLAIN_CACHE_MISSES", "") not in ("", "0")
+        self._last_sig = None
+
+    def cache_info(self) -> CacheInfo:
+        return CacheInfo(self.hits, self.misses, len(self.cache), self.maxsize, self.evictions)
+
+    def clear_cache(self):
+        self.cache.clear()
+
+    def _split(self, args, kwargs):
+        static, dyn = [], []
+        for i, a in enumerate(args):
+            (static if i in self.static_argnums else dyn).append((i, a))
+        statics = tuple((i, _hashable(a, f"argument {i}")) for i, a in static)
+        kw_static = tuple(sorted((k, _hashable(v, f"argument '{k}'")) for k, v in kwargs.items()
+                                 if k in self.static_argnames))
+        kw_dyn = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        return statics + kw_static, [a for _, a in dyn], kw_dyn
+
+    def __call__(self, *args, **kwargs):
+        statics, dyn, kw_dyn = self._split(args, kwargs)
+        leaves, in_tree = tree.flatten((dyn, kw_dyn))
+        key = (in_tree, tuple(map(_leaf_key, leaves)), statics)
+        entry = self.cache.get(key)
+        if entry is None:
+            self.misses += 1
+            if self.explain:
+                self._explain_miss(key, args, kwargs)
+            entry = self._trace(args, kwargs, leaves, in_tree)
+            if entry[1] is None:  # closes over tracers of an enclosing transform: no cache
+                graph, _, captured = entry
+                outs = call_p.bind(*leaves, *captured, graph=graph)
+                return tree.unflatten(graph.out_tree, outs)
+            self.cache[key] = entry
+            if len(self.cache) > self.maxsize:
+                self.cache.popitem(last=False)
+                self.evictions += 1
+        else:
+            self.hits += 1
+            self.cache.move_to_end(key)
+        graph, out_tree = entry[0], entry[1]
+        outs = call_p.bind(*leaves, graph=graph)
+        return tree.unflatten(out_tree, outs)
+
+    def _trace(self, args, kwargs, leaves, in_tree):
+        from mirax.ops.common import operand
+        box = []
+
+        def flat_fn(*xs):
+            dyn, kw_dyn = tree.unflatten(in_tree, list(xs))
+            it = iter(dyn)
+            full = [a if i in self.static_argnums else next(it) for i, a in enumerate(args)]
+            kw = {k: v for k, v in kwargs.items() if k in self.static_argnames}
+            kw.update(kw_dyn)
+            out = self.f(*full, **kw)
+            out_leaves, out_tree = tree.flatten(out)
+            box.append(out_tree)
+            return [operand(o, "jit") for o in out_leaves]
+
+        dyn_args = [a for i, a in enumerate(args) if i not in self.static_argnums]
+        names = arg_names_for(self.f, dyn_args) + [
+            k + tree.keystr(p) for k, v in sorted(kwargs.items())
+            if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
+        avals = [aval_of(x) if not isinstance(x, (bool, int, float)) else
+                 ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
+                 for x in leaves]
+        graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)
+        graph.in_tree, graph.out_tree = in_tree, box[0]
+        if captured:
+            return graph, None, captured
+        return graph, box[0], []
+
+    def _explain_miss(self, key, args, kwargs):
+        import sys
+        sig = self._signature(key, args, kwargs)
+        prev = self._last_sig
+        self._last_sig = sig
+        if prev is None:
+            print(f"jit({self.__name__}): first compilation", file=sys.stderr)
+            return
+        changes = [f"{k}: {prev.get(k, 'absent')} -> {v}" for k, v in sig.items()
+                   if prev.get(k) != v]
+        changes += [f"{k}: {v} -> absent" for k, v in prev.items() if k not in sig]
+        print(f"jit({self.__name__}): recompiling because " + ("; ".join(changes) or
+              "the argument structure changed"), file=sys.stderr)
+
+    def _signature(self, key, args, kwargs) -> dict:
+        in_tree, leaf_keys, statics = key
+        dyn = [a for i, a in enumerate(args) if i not in self.static_argnums]
+        names = arg_names_for(self.f, dyn) + [
+            k + tree.keystr(p) for k, v in sorted(kwargs.items())
+            if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
+        sig = {}
+        for n, (shape, dtype, weak) in zip(names, leaf_keys):
+            sig[n] = f"{dtypes.short_name(dtype)}[{','.join(map(str, shape))}]" + (
+                " (weak type)" if weak else "")
+        for i, v in statics:
+            label = self.params[i] if isinstance(i, int) and i < len(self.params) else i
+            sig[f"static {label}"] = repr(v)
+        return sig
+
+
+def _hashable(v, what):
+    try:
+        hash(v)
+    except TypeError:
+        raise TypeError(f"jit: static {what} must be hashable, got an unhashable "
+                        f"{type(v).__name__}; pass it as a tuple or mark it non-static") from None
+    return v
+
+
+def jit(f=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), cache_size=None):
+    if f is None:
+        return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums, cache_size=cache_size)
+    return Jitted(f, static_argnums, static_argnames, donate_argnums, cache_size)

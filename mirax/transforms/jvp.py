@@ -1,0 +1,151 @@
+"""Forward mode: tracers carry (primal, tangent); a tangent of None is a symbolic zero.
+
+A primitive whose inputs all have zero tangents is simply evaluated one level down and
+its result is not a tracer of this interpreter at all (nothing to carry)."""
+from __future__ import annotations
+
+from mirax.core import dtypes
+from mirax.core.trace import Trace, Tracer, aval_of, new_trace, zeros_like_aval
+
+
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent", "_aval")
+
+    def __init__(self, trace, primal, tangent):
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+        self._aval = aval_of(primal)
+
+    @property
+    def aval(self):
+        return self._aval
+
+    def __bool__(self):
+        return bool(self.primal)
+
+    def __int__(self):
+        return int(self.primal)
+
+    def __float__(self):
+        return float(self.primal)
+
+    def __index__(self):
+        return self.primal.__index__()
+
+    def item(self):
+        return self.primal.item()
+
+
+class JVPTrace(Trace):
+    def pure(self, val):
+        return JVPTracer(self, val, None)
+
+    def process_primitive(self, prim, tracers, params):
+        primals = [t.primal for t in tracers]
+        tangents = [t.tangent for t in tracers]
+        if all(t is None for t in tangents):
+            return prim.bind(*primals, **params)
+        if prim.jvp_rule is None:
+            raise NotImplementedError(f"jvp: no differentiation rule for '{prim.name}'")
+        out, t_out = prim.jvp_rule(primals, tangents, **params)
+        if prim.multiple_results:
+            return [JVPTracer(self, o, t) for o, t in zip(out, t_out)]
+        return JVPTracer(self, out, t_out)
+
+
+def has_tangent_space(x) -> bool:
+    return dtypes.is_float(aval_of(x).dtype)
+
+
+def jvp_flat(fn, primals: list, tangents: list) -> tuple[list, list]:
+    """Run fn(*primals) -> list with forward-mode tangents; tangents may hold None."""
+    with new_trace(JVPTrace()) as trace:
+        ins = [JVPTracer(trace, p, t if has_tangent_space(p) else None)
+               for p, t in zip(primals, tangents)]
+        outs = fn(*ins)
+        out_primals, out_tangents = [], []
+        for o in outs:
+            if isinstance(o, JVPTracer) and o._trace is trace:
+                out_primals.append(o.primal)
+                out_tangents.append(o.tangent)
+            else:
+                out_primals.append(o)
+                out_tangents.append(None)
+    return out_primals, out_tangents
+
+
+def instantiate(t, like):
+    """A concrete zero for a symbolic-zero tangent (None), of `like`'s aval."""
+    if t is not None:
+        return t
+    a = aval_of(like)
+    if not dtypes.is_float(a.dtype):
+        from mirax.ops.shape import full
+        return full(a.shape, 0, dtypes.float32)  # float0 stand-in: integer inputs
+    return zeros_like_aval(a)
+
+
+# --- public API ---------------------------------------------------------------------------
+def jvp(f, primals, tangents, has_aux=False):
+    """(f(*primals), directional derivative along tangents); both are tuples as in JAX."""
+    from mirax.core import tree
+    from mirax.ops.common import operand, short
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primals and tangents must be tuples (one entry per argument)")
+    p_leaves, p_tree = tree.flatten(list(primals))
+    t_leaves, t_tree = tree.flatten(list(tangents))
+    if p_tree != t_tree:
+        raise ValueError(f"jvp: tangent structure {t_tree} does not match primals {p_tree}")
+    p_leaves = [operand(x, "jvp") for x in p_leaves]
+    ts = []
+    for p, t in zip(p_leaves, t_leaves):
+        t = operand(t, "jvp")
+        if tuple(t.shape) != tuple(p.shape):
+            raise ValueError(f"jvp: tangent {short(t)} does not match primal {short(p)}")
+        if dtypes.is_float(p.dtype) and t.dtype != p.dtype:
+            from mirax.ops.elementwise import convert_element_type
+            t = convert_element_type(t, p.dtype)
+        ts.append(t)
+    box, aux_box = [], []
+
+    def flat_fn(*xs):
+        out = f(*tree.unflatten(p_tree, list(xs)))
+        if has_aux:
+            out, aux = out
+            aux_box.append(aux)
+        leaves, out_tree = tree.flatten(out)
+        box.append(out_tree)
+        return [operand(o, "jvp") for o in leaves]
+
+    with_trace = []
+
+    def traced(*xs):
+        with_trace.append(xs[0]._trace if xs and isinstance(xs[0], JVPTracer) else None)
+        return flat_fn(*xs)
+
+    outs, touts = jvp_flat(traced, p_leaves, ts)
+    touts = [instantiate(t, o) for t, o in zip(touts, outs)]
+    res = tree.unflatten(box[0], outs), tree.unflatten(box[0], touts)
+    if has_aux:
+        from mirax.transforms.api_util import strip_aux
+        return res + (strip_aux(aux_box[0], with_trace[0]),)
+    return res
+
+
+def linearize(f, *primals):
+    """(f(*primals), f_jvp) where f_jvp(*tangents) is the jvp at primals.
+
+    NOTE: f_jvp re-runs the forward pass with tangents (JAX instead stages a linear
+    graph once); the values are identical."""
+    out, _ = jvp(f, primals, tuple(_zeros_like_tree(p) for p in primals))
+
+    def f_jvp(*tangents):
+        return jvp(f, primals, tangents)[1]
+    return out, f_jvp
+
+
+def _zeros_like_tree(t):
+    from mirax.core import tree
+    from mirax.ops.common import operand
+    return tree.map(lambda x: zeros_like_aval(aval_of(operand(x, "linearize"))), t)
