@@ -18,11 +18,14 @@ import math
 import numpy as np
 
 from mirax.core import dtypes
+from mirax.core import trace as _trace
+from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import special_impl
-from mirax.ops.common import broadcast_shapes, float_operand, operand, promote, short
+from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
+                              short)
 
 UNARY_OPS: dict[str, Primitive] = {}
 BINARY_OPS: dict[str, Primitive] = {}
@@ -334,7 +337,27 @@ def _convert_vmap(args, dims, **params):
 
 # --- wrappers -----------------------------------------------------------------------------
 # lax-level: operands of one dtype (Python scalars are weak and adopt it).
+# NOTE: the eager fast paths below skip promote/bind/eager when no interpreter is active
+# and every buffer is on the host; they compute exactly what the general path computes
+# (same impl, same dtype and weak bit), only with less Python in between.
+_state, _nonhost = _trace.state, _trace.nonhost_buffers
+
+
 def _bind2(p, x, y):
+    if not _state.active and not _nonhost[0]:
+        tx, ty = type(x), type(y)
+        if tx is Array:
+            bx = x._buf
+            if ty is Array:
+                by = y._buf
+                if bx.dtype == by.dtype and x._weak == y._weak:
+                    return Array(p.impl(bx, by), p.keeps_weak and x._weak)
+            elif (ty is float or ty is int) and bx.dtype.kind == "f" and not x._weak:
+                return Array(p.impl(bx, _scalar_buf(y, bx.dtype)), False)
+        elif ty is Array and (tx is float or tx is int):
+            by = y._buf
+            if by.dtype.kind == "f" and not y._weak:
+                return Array(p.impl(_scalar_buf(x, by.dtype), by), False)
     x, y = promote(p.name, x, y)
     return p.bind(x, y)
 
@@ -435,12 +458,14 @@ def logical_not(x):
 
 
 def _unary_wrapper(p):
-    if p.float_only:
-        def wrapper(x):
-            return p.bind(float_operand(x, p.name))
-    else:
-        def wrapper(x):
-            return p.bind(operand(x, p.name))
+    kinds = "f" if p.float_only else "fiub"
+
+    def wrapper(x):
+        if type(x) is Array and not _state.active and not _nonhost[0]:  # eager fast path
+            b = x._buf
+            if b.dtype.kind in kinds:
+                return Array(p.impl(b), p.keeps_weak and x._weak)
+        return p.bind(float_operand(x, p.name) if p.float_only else operand(x, p.name))
     wrapper.__name__ = p.name
     return wrapper
 
