@@ -58,9 +58,13 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
     n = int(np.prod([rhs.shape[a] for a in rf]))
     k = int(np.prod([lhs.shape[a] for a in lc]))
     b = int(np.prod(bshape))
-    a_ = np.transpose(lhs, lb + lf + lc).reshape(b, m, k).astype(acc, copy=False)
-    b_ = np.transpose(rhs, rb + rc + rf).reshape(b, k, n).astype(acc, copy=False)
-    out = np.matmul(a_, b_)
+    a_ = np.transpose(lhs, lb + lf + lc).astype(acc, copy=False)
+    b_ = np.transpose(rhs, rb + rc + rf).astype(acc, copy=False)
+    if b == 1:  # NOTE: 2-d matmul goes to BLAS for any strides; stacked matmul may not
+        out = np.matmul(a_.reshape(m, k), b_.reshape(k, n))
+    else:
+        out = np.matmul(np.ascontiguousarray(a_).reshape(b, m, k),
+                        np.ascontiguousarray(b_).reshape(b, k, n))
     shape = bshape + tuple(lhs.shape[a] for a in lf) + tuple(rhs.shape[a] for a in rf)
     return out.reshape(shape).astype(out_dtype, copy=False)
 

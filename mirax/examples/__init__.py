@@ -1,0 +1,1 @@
+"""Runnable end-to-end programs: `python -m mirax.examples.NAME`."""
