@@ -50,7 +50,8 @@ def listing(graph: Graph, indent: int = 0, names: dict | None = None,
     pad = "  " * indent
     ins = ", ".join(f"{name(v)}: {v.aval}" for v in graph.inputs)
     outs = ", ".join(str(v.aval) for v in graph.outputs)
-    lines = [f"{pad}graph {graph.name}({ins}) -> {outs if len(graph.outputs) == 1 else f'({outs})'}"]
+    outs = outs if len(graph.outputs) == 1 else f"({outs})"
+    lines = [f"{pad}graph {graph.name}({ins}) -> {outs}"]
     for v, val in graph.consts.items():
         shown = val.item() if getattr(val, "size", 2) == 1 else "..."
         lines.append(f"{pad}  {name(v)}: {v.aval} = const {shown}")

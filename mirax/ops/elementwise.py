@@ -298,7 +298,8 @@ select_p.def_vmap(_nary_vmap(select_p))
 
 # --- convert_element_type -----------------------------------------------------------------
 convert_element_type_p = Primitive("convert_element_type")
-convert_element_type_p.def_impl(lambda x, *, new_dtype, weak_type=False: _convert_impl(x, new_dtype))
+convert_element_type_p.def_impl(
+    lambda x, *, new_dtype, weak_type=False: _convert_impl(x, new_dtype))
 
 
 def _convert_impl(x, dtype):
