@@ -281,9 +281,9 @@ def _pad_impl(x, v, *, padding_config):
         shape = tuple(n + builtins.max(n - 1, 0) * i for n, (_, _, i) in zip(x.shape,
                                                                               padding_config))
         grid = np.full(shape, v, dtype=x.dtype)
-        grid[tuple(slice(None, None, i + 1) for _, _, i in padding_config)] = x
+        grid[tuple(builtins.slice(None, None, i + 1) for _, _, i in padding_config)] = x
         x = grid
-    crop = tuple(slice(builtins.max(-lo, 0), x.shape[d] - builtins.max(-hi, 0))
+    crop = tuple(builtins.slice(builtins.max(-lo, 0), x.shape[d] - builtins.max(-hi, 0))
                  for d, (lo, hi, _) in enumerate(padding_config))
     x = x[crop]
     widths = [(builtins.max(lo, 0), builtins.max(hi, 0)) for lo, hi, _ in padding_config]
