@@ -207,10 +207,24 @@ def eager(prim, args, params):
         if impl is None:
             from mirax.backends import impl_for
             impl = impl_for(prim, bufs)
-    out = impl(*bufs, **params)
+    try:
+        out = impl(*bufs, **params)
+    except Exception:
+        explain_failure(prim, args, params)
+        raise
     if prim.multiple_results:
         return [Array(o, False) for o in out]
     return Array(out, weak)
+
+
+def explain_failure(prim, args, params):
+    """An impl raised: re-run abstract eval, which raises the op's own clear error.
+
+    Wrappers validate cheaply and leave shape checks to abstract eval, which the eager
+    path skips for speed; so when NumPy fails we ask abstract eval what is wrong."""
+    if prim.abstract_eval_rule is None:
+        return
+    prim.abstract_eval(*(aval_of(a) for a in args), **params)
 
 
 # --- avals of values ----------------------------------------------------------------------
