@@ -8,6 +8,7 @@ from mirax.core.dtypes import (  # noqa: F401
 from mirax.core import errors  # noqa: F401
 from mirax.ir.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
+from mirax.ops.transfer import device_put  # noqa: F401
 from mirax.transforms.derived import hessian, hvp, jacfwd, jacrev  # noqa: F401
 from mirax.transforms.jit import jit  # noqa: F401
 from mirax.transforms.jvp import jvp, linearize  # noqa: F401
