@@ -99,6 +99,8 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if endpoint and num > 1:
         out = sh.concatenate([sh.slice_in_dim(out, 0, num - 1), asarray([float(stop)],
                                                                         dtypes.float64)])
+    if not dtypes.is_float(d):
+        out = ew.floor(out)  # integer linspace rounds toward -inf (NumPy 2, JAX)
     out = ew.convert_element_type(out, d)
     return (out, step) if retstep else out
 
@@ -149,14 +151,34 @@ def prod(a, axis=None, dtype=None, keepdims=False):
     return _reduce(red.reduce_prod, a, axis, keepdims, "prod")
 
 
-def max(a, axis=None, keepdims=False, initial=None):
-    out = _reduce(red.reduce_max, a, axis, keepdims, "max")
-    return out if initial is None else ew.max(out, initial)
+def _extreme(fn, pick, a, axis, keepdims, initial, where, op):
+    a = operand(a, op)
+    if initial is None:
+        if where is not None:
+            raise ValueError(f"{op}: reduction with where= needs initial=")
+        return _reduce(fn, a, axis, keepdims, op)
+    init = ew.convert_element_type(sh.full(a.shape, initial, None), a.dtype, a.weak_type)
+    if where is not None:
+        a = ew.select(_bool(where, op), a, init)
+    axes = normalize_axes(axis, a.ndim, op, a)
+    if builtins.any(a.shape[i] == 0 for i in axes):  # an empty reduction gives `initial`
+        shape = tuple(1 if i in axes else d for i, d in enumerate(a.shape)) if keepdims else \
+            tuple(d for i, d in enumerate(a.shape) if i not in axes)
+        return ew.convert_element_type(sh.full(shape, initial, None), a.dtype, a.weak_type)
+    return pick(_reduce(fn, a, axes, keepdims, op), initial)
 
 
-def min(a, axis=None, keepdims=False, initial=None):
-    out = _reduce(red.reduce_min, a, axis, keepdims, "min")
-    return out if initial is None else ew.min(out, initial)
+def _bool(x, op):
+    x = operand(x, op)
+    return x if x.dtype == dtypes.bool_ else ew.ne(x, 0)
+
+
+def max(a, axis=None, keepdims=False, initial=None, where=None):
+    return _extreme(red.reduce_max, ew.max, a, axis, keepdims, initial, where, "max")
+
+
+def min(a, axis=None, keepdims=False, initial=None, where=None):
+    return _extreme(red.reduce_min, ew.min, a, axis, keepdims, initial, where, "min")
 
 
 amax, amin = max, min
@@ -205,15 +227,18 @@ def _arg(fn, a, axis, keepdims, op):
 
 
 def all(a, axis=None, keepdims=False):
-    a = operand(a, "all")
-    b = a if a.dtype == dtypes.bool_ else ew.ne(a, 0)
-    return _reduce(red.reduce_min, b, axis, keepdims, "all")
+    # via a count of False entries: empty reductions give True, as in NumPy
+    b = _bool(a, "all")
+    bad = _reduce(red.reduce_sum, ew.convert_element_type(ew.logical_not(b), dtypes.int32),
+                  axis, keepdims, "all")
+    return ew.eq(bad, 0)
 
 
 def any(a, axis=None, keepdims=False):
-    a = operand(a, "any")
-    b = a if a.dtype == dtypes.bool_ else ew.ne(a, 0)
-    return _reduce(red.reduce_max, b, axis, keepdims, "any")
+    b = _bool(a, "any")
+    hits = _reduce(red.reduce_sum, ew.convert_element_type(b, dtypes.int32), axis, keepdims,
+                   "any")
+    return ew.gt(hits, 0)
 
 
 # --- shape ----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import math
 
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
-from mirax.ops.common import float_operand, operand, promote
+from mirax.ops.common import float_operand, operand, promote, short
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None
@@ -66,9 +66,13 @@ def fmod(x, y):
 
 
 def power(x, y):
-    if isinstance(y, int) and not isinstance(y, bool) and 0 <= y <= 4:
+    if isinstance(y, int) and not isinstance(y, bool):
         x = operand(x, "power")
-        return _int_power(x, y)
+        if y < 0 and not dtypes.is_float(x.dtype):
+            raise ValueError(f"power: integers cannot be raised to negative powers, got "
+                             f"{short(x)} ** {y}")
+        if 0 <= y <= 4:
+            return _int_power(x, y)
     x, y = promote("power", x, y)
     return ew.pow(x, y)
 
@@ -223,19 +227,29 @@ def isneginf(x):
 
 
 def signbit(x):
-    return ew.lt(x, 0)
+    x = operand(x, "signbit")
+    if not dtypes.is_float(x.dtype):
+        return ew.lt(x, 0)
+    # -0.0 has its sign bit set: 1 / -0.0 = -inf
+    zero = ew.eq(x, 0)
+    inv = ew.div(1.0, ew.select(zero, x, ew.ones_like(x)))
+    return ew.select(zero, ew.lt(inv, 0), ew.lt(x, 0))
 
 
 def where(condition, x=None, y=None):
     if x is None and y is None:
         raise NotImplementedError("where(condition) with one argument (nonzero) has a "
                                   "data-dependent shape; use mnp.nonzero with size=")
+    if x is None or y is None:
+        raise ValueError("where: either both or neither of x and y must be given")
     cond = _as_bool(condition)
     return ew.select(cond, x, y)
 
 
-def clip(a, a_min=None, a_max=None):
+def clip(a, a_min=None, a_max=None, *, min=None, max=None):
     a = operand(a, "clip")
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
     if a_min is not None:
         a = ew.max(a, a_min)
     if a_max is not None:
@@ -250,7 +264,7 @@ def heaviside(x, h0):
 
 def copysign(x, y):
     x, y = _float_pair(x, y, "copysign")
-    return ew.select(ew.lt(y, 0), ew.neg(ew.abs(x)), ew.abs(x))
+    return ew.select(signbit(y), ew.neg(ew.abs(x)), ew.abs(x))
 
 
 def positive(x):
