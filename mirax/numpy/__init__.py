@@ -8,4 +8,6 @@ from mirax.numpy._math import *  # noqa: F401,F403
 from mirax.numpy._math import abs, e, inf, nan, pi, round  # noqa: F401
 from mirax.numpy._shape_extra import *  # noqa: F401,F403
 from mirax.numpy._einsum import einsum, einsum_path  # noqa: F401
+from mirax.numpy._sorting import *  # noqa: F401,F403
+from mirax.numpy import linalg  # noqa: F401
 from mirax.core.array import Array as ndarray  # noqa: F401

@@ -1,0 +1,251 @@
+"""mirax.numpy.linalg: NumPy's linalg names on the primitives of mirax/ops/linalg.py.
+
+Functions accept stacks of matrices and broadcast batch dims like NumPy. norm follows the
+derivative convention of API.md: its gradient at x = 0 is 0 (safe sqrt with a strong-zero
+select), never NaN.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from mirax.core import dtypes
+from mirax.core.array import Array
+from mirax.ops import elementwise as ew
+from mirax.ops import linalg as la
+from mirax.ops import reduction as red
+from mirax.ops import shape as sh
+from mirax.ops.common import float_operand, normalize_axes, promote, short
+
+__all__ = ["norm", "inv", "solve", "det", "slogdet", "cholesky", "qr", "svd", "eigh",
+           "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul"]
+
+
+class SlogdetResult(NamedTuple):
+    sign: Array
+    logabsdet: Array
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Array
+    eigenvectors: Array
+
+
+class QRResult(NamedTuple):
+    Q: Array
+    R: Array
+
+
+class SVDResult(NamedTuple):
+    U: Array
+    S: Array
+    Vh: Array
+
+
+def _batch_broadcast(a, b, op):
+    """a (..., m, m) and b (..., m, n) with their batch dims broadcast together."""
+    batch = np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])) \
+        if a.ndim > 2 or b.ndim > 2 else ()
+    try:
+        return (sh.broadcast_to(a, tuple(batch) + tuple(a.shape[-2:])),
+                sh.broadcast_to(b, tuple(batch) + tuple(b.shape[-2:])))
+    except ValueError:
+        raise ValueError(f"{op}: batch dims of {short(a)} and {short(b)} do not broadcast") \
+            from None
+
+
+# --- solvers and factorizations ------------------------------------------------------------
+def inv(a):
+    return la.inv(a)
+
+
+def solve(a, b):
+    """x with a @ x = b; b may be (..., m) (a vector) or (..., m, n)."""
+    a, b = promote("solve", float_operand(a, "solve"), float_operand(b, "solve"))
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"solve: a must be square matrices (..., m, m), got {short(a)}")
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    if vector:
+        b = sh.expand_dims(b, b.ndim)
+    if b.shape[-2] != a.shape[-1]:
+        raise ValueError(f"solve: shapes {short(a)} and {short(b)} do not fit a @ x = b")
+    a, b = _batch_broadcast(a, b, "solve")
+    x = la.solve(a, b)
+    return sh.squeeze(x, x.ndim - 1) if vector else x
+
+
+def det(a):
+    return la.det(a)
+
+
+def slogdet(a):
+    sign, logabsdet = la.slogdet(a)
+    return SlogdetResult(sign, logabsdet)
+
+
+def cholesky(a, upper=False):
+    lo = la.cholesky(a)
+    return la._T(lo) if upper else lo
+
+
+def qr(a, mode="reduced"):
+    if mode not in ("reduced", "r"):
+        raise NotImplementedError(f"qr: mode={mode!r} is not supported (use 'reduced' or 'r')")
+    q, r = la.qr(a)
+    return r if mode == "r" else QRResult(q, r)
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    a = float_operand(a, "svd")
+    if compute_uv and full_matrices and a.ndim >= 2 and a.shape[-1] != a.shape[-2]:
+        raise NotImplementedError(f"svd: full_matrices=True is not supported for non-square "
+                                  f"{short(a)}; pass full_matrices=False")
+    u, s, vt = la.svd(a)
+    return SVDResult(u, s, vt) if compute_uv else s
+
+
+def svdvals(a):
+    return la.svd(a)[1]
+
+
+def eigh(a, UPLO="L", symmetrize_input=True):  # noqa: N803 (NumPy's name)
+    a = float_operand(a, "eigh")
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    if UPLO == "U" and not symmetrize_input:
+        a = la._T(a)
+    w, v = la.eigh(a, symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eigvalsh(a, UPLO="L"):  # noqa: N803
+    return eigh(a, UPLO).eigenvalues
+
+
+def matmul(a, b):
+    from mirax.numpy._core import matmul as mm
+    return mm(a, b)
+
+
+def matrix_power(a, n):
+    """a @ a @ ... (n times) by repeated squaring; negative n inverts first."""
+    from mirax.ops.common import operand
+    a, n = operand(a, "matrix_power"), int(n)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ValueError(f"matrix_power: expected square matrices, got {short(a)}")
+    if n == 0:
+        return sh.broadcast_to(la._eye(a.shape[-1], a.dtype), tuple(a.shape))
+    if n < 0:
+        a, n = la.inv(a), -n
+    result, base = None, a
+    while n:
+        if n & 1:
+            result = base if result is None else la._mm(result, base)
+        n >>= 1
+        if n:
+            base = la._mm(base, base)
+    return result
+
+
+def pinv(a, rtol=None):
+    """Moore-Penrose pseudo-inverse via the SVD (singular values <= rtol * max cut)."""
+    a = float_operand(a, "pinv")
+    u, s, vt = la.svd(a)
+    if rtol is None:
+        rtol = 10 * max(a.shape[-2:]) * float(np.finfo(a.dtype).eps)
+    cut = ew.mul(red.reduce_max(s, (s.ndim - 1,)), rtol)
+    keep = ew.gt(s, sh.expand_dims(cut, cut.ndim))
+    s_inv = ew.select(keep, ew.div(1.0, ew.select(keep, s, ew.ones_like(s))), ew.zeros_like(s))
+    return la._mm(la._T(vt), ew.mul(la._col(s_inv), la._T(u)))
+
+
+def matrix_rank(a, tol=None):
+    a = float_operand(a, "matrix_rank")
+    if a.ndim < 2:
+        return ew.convert_element_type(red.reduce_max(ew.ne(a, 0), None), dtypes.int32)
+    s = la.svd(a)[1]
+    if tol is None:
+        smax = red.reduce_max(s, (s.ndim - 1,))
+        tol = ew.mul(smax, max(a.shape[-2:]) * float(np.finfo(a.dtype).eps))
+    tol = sh.broadcast_to(ew.convert_element_type(tol, s.dtype), tuple(s.shape[:-1]))
+    big = ew.convert_element_type(ew.gt(s, sh.expand_dims(tol, tol.ndim)), dtypes.int32)
+    return red.reduce_sum(big, (big.ndim - 1,))
+
+
+# --- norm ---------------------------------------------------------------------------------
+def _safe_sqrt(s):
+    """sqrt(s) whose derivative at s = 0 is 0 (strong-zero select around the sqrt)."""
+    zero = ew.eq(s, 0)
+    return ew.select(zero, ew.zeros_like(s), ew.sqrt(ew.select(zero, ew.ones_like(s), s)))
+
+
+def _keep(out, shape, axes):
+    return sh.reshape(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
+
+
+def _vector_norm(x, ord, axes):
+    ax = ew.abs(x)
+    if ord is None or ord == 2:
+        return _safe_sqrt(red.reduce_sum(ew.mul(x, x), axes))
+    if ord == 1:
+        return red.reduce_sum(ax, axes)
+    if ord == np.inf:
+        return red.reduce_max(ax, axes)
+    if ord == -np.inf:
+        return red.reduce_min(ax, axes)
+    if ord == 0:
+        return red.reduce_sum(ew.convert_element_type(ew.ne(x, 0), x.dtype), axes)
+    if isinstance(ord, str):
+        raise ValueError(f"norm: invalid ord {ord!r} for a vector norm")
+    # general p: (sum |x|^p)^(1/p); the outer power is guarded like the sqrt (0 at 0)
+    s = red.reduce_sum(ew.pow(ax, float(ord)), axes)
+    zero = ew.eq(s, 0)
+    return ew.select(zero, ew.zeros_like(s),
+                     ew.pow(ew.select(zero, ew.ones_like(s), s), 1.0 / float(ord)))
+
+
+def _matrix_norm(x, ord, axes):
+    r, c = axes
+    if ord in (None, "fro"):
+        return _safe_sqrt(red.reduce_sum(ew.mul(x, x), axes))
+    if ord in (1, -1):  # max/min absolute column sum
+        sums = red.reduce_sum(ew.abs(x), (r,))
+        return (red.reduce_max if ord == 1 else red.reduce_min)(sums, (c - (c > r),))
+    if ord in (np.inf, -np.inf):  # max/min absolute row sum
+        sums = red.reduce_sum(ew.abs(x), (c,))
+        return (red.reduce_max if ord == np.inf else red.reduce_min)(sums, (r - (r > c),))
+    if ord in ("nuc", 2, -2):
+        xm = sh.transpose(x, [i for i in range(x.ndim) if i not in (r, c)] + [r, c])
+        s = la.svd(xm)[1]
+        last = (s.ndim - 1,)
+        if ord == "nuc":
+            return red.reduce_sum(s, last)
+        return (red.reduce_max if ord == 2 else red.reduce_min)(s, last)
+    raise ValueError(f"norm: invalid ord {ord!r} for a matrix norm")
+
+
+def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 (NumPy's name)
+    """Vector or matrix norm (NumPy semantics); gradient 0 at x = 0."""
+    x = float_operand(x, "norm")
+    if axis is None:
+        if ord is None:
+            axes = tuple(range(x.ndim))
+            out = _safe_sqrt(red.reduce_sum(ew.mul(x, x), axes))
+            return _keep(out, x.shape, axes) if keepdims else out
+        if x.ndim not in (1, 2):
+            raise ValueError(f"norm: ord={ord!r} needs a 1-d or 2-d input or an axis, got "
+                             f"{short(x)}")
+        axis = tuple(range(x.ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (int(axis),)
+    axes = tuple(normalize_axes(a, x.ndim, "norm", x)[0] for a in axis)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"norm: repeated axis in {axis}")
+    if len(axes) == 1:
+        out = _vector_norm(x, ord, axes)
+    elif len(axes) == 2:
+        out = _matrix_norm(x, ord, axes)
+    else:
+        raise ValueError(f"norm: axis must name 1 or 2 axes, got {axis}")
+    return _keep(out, x.shape, tuple(sorted(axes))) if keepdims else out
