@@ -26,6 +26,9 @@ def install():
     A.__or__, A.__ror__ = mnp.bitwise_or, _swap(mnp.bitwise_or)
     A.__xor__, A.__rxor__ = mnp.bitwise_xor, _swap(mnp.bitwise_xor)
     A.__lshift__, A.__rshift__ = mnp.left_shift, mnp.right_shift
+    from mirax.numpy._indexing import _IndexUpdateHelper, getitem
+    A.__getitem__ = getitem
+    A.at = property(_IndexUpdateHelper)
     A.__neg__ = ew.neg
     A.__pos__ = lambda self: self
     A.__abs__ = ew.abs
