@@ -14,6 +14,9 @@ from mirax.transforms.jit import jit  # noqa: F401
 from mirax.transforms.jvp import jvp, linearize  # noqa: F401
 from mirax.transforms.vjp import grad, value_and_grad, vjp  # noqa: F401
 from mirax.transforms.vmap import vmap  # noqa: F401
+from mirax.transforms.checkpoint import checkpoint, remat  # noqa: F401
+from mirax.transforms.custom import custom_jvp, custom_vjp, stop_gradient  # noqa: F401
+from mirax import ir  # noqa: F401
 from mirax import numpy  # noqa: F401
 from mirax.numpy import methods as _methods
 
