@@ -1,8 +1,9 @@
 """mirax.numpy sorting and cumulative functions: sort, argsort, cumsum, cumprod, searchsorted
 (plus the cumulative_sum / cumulative_prod names of the array API).
 
-NumPy semantics: axis=None flattens; cumsum/cumprod of bool and small ints accumulate in
-int32 (uint32 for unsigned), as in JAX; sorting is stable.
+NumPy semantics: axis=None flattens; sorting is stable. Where JAX and NumPy differ we follow
+JAX: cumsum/cumprod keep the input's integer dtype (int8 stays int8; NumPy widens to int64)
+and accumulate bool in int32.
 """
 from __future__ import annotations
 
@@ -44,9 +45,7 @@ def argsort(a, axis=-1, kind=None, order=None, stable=True, descending=False):
 def _acc_dtype(a, dtype):
     if dtype is not None:
         return dtypes.canonicalize(dtype)
-    if a.dtype == dtypes.bool_ or (dtypes.is_int(a.dtype) and a.dtype.itemsize < 4):
-        return dtypes.uint32 if a.dtype.kind == "u" else dtypes.int32
-    return a.dtype
+    return dtypes.int32 if a.dtype == dtypes.bool_ else a.dtype
 
 
 def cumsum(a, axis=None, dtype=None):
