@@ -18,6 +18,7 @@ from mirax.transforms.checkpoint import checkpoint, remat  # noqa: F401
 from mirax.transforms.custom import custom_jvp, custom_vjp, stop_gradient  # noqa: F401
 from mirax import ir  # noqa: F401
 from mirax import numpy  # noqa: F401
+from mirax import lax  # noqa: F401
 from mirax.numpy import methods as _methods
 
 _methods.install()

@@ -32,6 +32,15 @@ def _fmt_param(v) -> str:
     return str(v)
 
 
+def _subgraphs(v) -> list:
+    """The Graphs a param holds: one Graph, or a tuple of them (cond's branches)."""
+    if isinstance(v, Graph):
+        return [v]
+    if isinstance(v, tuple) and v and all(isinstance(g, Graph) for g in v):
+        return list(v)
+    return []
+
+
 def listing(graph: Graph, indent: int = 0, names: dict | None = None,
             taken: set | None = None) -> str:
     names = {} if names is None else names
@@ -58,7 +67,7 @@ def listing(graph: Graph, indent: int = 0, names: dict | None = None,
     rows = []
     for node in graph.nodes:
         lhs = ", ".join(f"{name(o)}: {o.aval}" for o in node.outputs)
-        params = {k: v for k, v in node.params.items() if not isinstance(v, Graph)}
+        params = {k: v for k, v in node.params.items() if not _subgraphs(v)}
         ptxt = ("[" + ", ".join(f"{k}={_fmt_param(v)}" for k, v in params.items()) + "]"
                 if params else "")
         args = ", ".join(name(v) for v in node.inputs)
@@ -66,7 +75,7 @@ def listing(graph: Graph, indent: int = 0, names: dict | None = None,
     width = max((len(r) for r, _ in rows), default=0)
     for text, node in rows:
         lines.append(f"{text.ljust(width)}      # {node.source}" if node.source else text)
-        for sub in (v for v in node.params.values() if isinstance(v, Graph)):
+        for sub in (g for v in node.params.values() for g in _subgraphs(v)):
             lines.append(listing(sub, indent + 3, dict(names), set(taken)))
     lines.append(f"{pad}  return {', '.join(name(v) for v in graph.outputs)}")
     return "\n".join(lines)

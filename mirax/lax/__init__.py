@@ -1,0 +1,20 @@
+"""`mx.lax`: the primitive ops and control flow, JAX's lax namespace.
+
+Re-exports only: every name is defined in a mirax.ops family file."""
+from mirax.ops.control_flow import (  # noqa: F401
+    cond, fori_loop, map, scan, switch, while_loop)
+from mirax.ops.dot import dot_general  # noqa: F401
+from mirax.ops.elementwise import (  # noqa: F401
+    abs, acos, acosh, add, asin, asinh, atan, atan2, atanh, cbrt, ceil, convert_element_type,
+    cos, cosh, digamma, div, eq, erf, erf_inv, erfc, exp, expm1, floor, ge, gt, is_finite, le,
+    lgamma, log, log1p, logistic, lt, max, min, mul, ne, neg, nextafter, pow, reciprocal, rem,
+    round, rsqrt, select, sign, sin, sinh, sqrt, sub, tan, tanh)
+from mirax.ops.reduction import (  # noqa: F401
+    argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum)
+from mirax.ops.shape import (  # noqa: F401
+    broadcast_in_dim, concatenate, expand_dims, full, iota, pad, reshape, rev, slice,
+    slice_in_dim, squeeze, transpose)
+from mirax.ops.indexing import (  # noqa: F401
+    dynamic_slice, dynamic_slice_in_dim, dynamic_update_slice, dynamic_update_slice_in_dim,
+    gather, scatter_add)
+from mirax.transforms.custom import stop_gradient  # noqa: F401
