@@ -19,6 +19,7 @@ from mirax.transforms.custom import custom_jvp, custom_vjp, stop_gradient  # noq
 from mirax import ir  # noqa: F401
 from mirax import numpy  # noqa: F401
 from mirax import lax  # noqa: F401
+from mirax import nn, scipy  # noqa: F401
 from mirax.numpy import methods as _methods
 
 _methods.install()

@@ -1,0 +1,2 @@
+"""mirax.scipy: the parts of scipy that models use (special functions)."""
+from mirax.scipy import special  # noqa: F401

@@ -1,0 +1,67 @@
+"""mirax.scipy.special: special functions on mirax ops (scipy.special / jax.scipy.special
+names). logsumexp is the fused composite of mirax/ops/nn.py."""
+from __future__ import annotations
+
+from mirax.ops import elementwise as el
+from mirax.ops.common import float_operand, promote
+from mirax.ops.nn import logsumexp as _logsumexp
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """log(sum(b * exp(a))) over axis, computed stably."""
+    if return_sign:
+        raise NotImplementedError("logsumexp: return_sign=True is not supported")
+    a = float_operand(a, "logsumexp")
+    if b is not None:
+        b = float_operand(b, "logsumexp")
+        a = el.add(a, el.log(b))  # log(b e^a) = a + log b; b = 0 gives -inf (a zero term)
+    return _logsumexp(a, axis=axis, keepdims=keepdims)
+
+
+def erf(x):
+    return el.erf(x)
+
+
+def erfc(x):
+    return el.erfc(x)
+
+
+def erfinv(x):
+    return el.erf_inv(x)
+
+
+def gammaln(x):
+    return el.lgamma(x)
+
+
+def digamma(x):
+    return el.digamma(x)
+
+
+def expit(x):
+    return el.logistic(x)
+
+
+def logit(x):
+    x = float_operand(x, "logit")
+    return el.log(el.div(x, el.sub(1.0, x)))
+
+
+def xlogy(x, y):
+    """x * log(y), and 0 where x == 0 (also for y == 0)."""
+    x, y = promote("xlogy", float_operand(x, "xlogy"), float_operand(y, "xlogy"))
+    zero = el.eq(x, 0)
+    safe_y = el.select(zero, el.ones_like(y), y)
+    return el.select(zero, el.zeros_like(x), el.mul(x, el.log(safe_y)))
+
+
+def xlog1py(x, y):
+    """x * log1p(y), and 0 where x == 0."""
+    x, y = promote("xlog1py", float_operand(x, "xlog1py"), float_operand(y, "xlog1py"))
+    zero = el.eq(x, 0)
+    safe_y = el.select(zero, el.zeros_like(y), y)
+    return el.select(zero, el.zeros_like(x), el.mul(x, el.log1p(safe_y)))
+
+
+__all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "expit", "logit",
+           "xlogy", "xlog1py"]
