@@ -17,6 +17,7 @@ from mirax.transforms.vmap import vmap  # noqa: F401
 from mirax.transforms.checkpoint import checkpoint, remat  # noqa: F401
 from mirax.transforms.custom import custom_jvp, custom_vjp, stop_gradient  # noqa: F401
 from mirax import ir  # noqa: F401
+from mirax import autograd, testing  # noqa: F401
 from mirax import numpy  # noqa: F401
 from mirax import lax  # noqa: F401
 from mirax import nn, scipy  # noqa: F401
