@@ -128,6 +128,10 @@ def test_numpy_cumsum_semantics():
     assert mnp.cumsum(mnp.ones(3, mnp.float32)).dtype == np.float32
     np.testing.assert_array_equal(
         np.asarray(mnp.cumulative_sum(np.arange(3.0), include_initial=True)), [0, 0, 1, 3])
+
+
+@pytest.mark.slow
+def test_numpy_cumsum_dtypes_match_jax():
     jnp = pytest.importorskip("jax.numpy")
     for dt in (np.int8, np.int16, np.uint8, np.bool_, np.float16, np.float32):
         a = np.ones((2, 3), dt)
