@@ -64,6 +64,8 @@ def _classify(i, op):
         if i.ndim == 0:
             return ("dyn", i) if isinstance(i, Tracer) else ("int", int(i))
         return "array", i
+    if isinstance(i, (list, tuple)) and builtins.any(isinstance(e, Tracer) for e in i):
+        return _classify(sh.stack([operand(e, op) for e in i]), op)   # [i, j] of traced ints
     if isinstance(i, (np.ndarray, list, tuple)):
         a = np.asarray(i)
         if a.size == 0 and a.dtype.kind == "f":
@@ -184,6 +186,10 @@ def _parse(x, idx, op="getitem"):
 def _static_slice(s, n, axis, x, op):
     try:
         start, stop, step = s.indices(n)
+    except ConcretizationError:
+        raise ConcretizationError(
+            f"{op}: slice bounds must be static, got a traced bound in {s} on axis {axis} of "
+            f"{short(x)}; use mx.lax.dynamic_slice (fixed size, traced start)") from None
     except TypeError:
         raise IndexError(f"{op}: slice bounds must be static ints, got {s} on axis {axis} of "
                          f"{short(x)}; use mx.lax.dynamic_slice for traced starts") from None
@@ -339,22 +345,22 @@ class _IndexUpdateRef:
                                       "(use mnp.take(..., mode='fill'))")
         return getitem(self.x, self.idx)
 
-    def set(self, values, **kw):
-        return _update(self.x, self.idx, values, "set")
+    def set(self, values, *, mode=None, **kw):
+        return _update(self.x, self.idx, values, "set", mode)
 
-    def add(self, values, **kw):
-        return _update(self.x, self.idx, values, "add")
+    def add(self, values, *, mode=None, **kw):
+        return _update(self.x, self.idx, values, "add", mode)
 
-    def mul(self, values, **kw):
-        return _update(self.x, self.idx, values, "mul")
+    def mul(self, values, *, mode=None, **kw):
+        return _update(self.x, self.idx, values, "mul", mode)
 
     multiply = mul
 
-    def min(self, values, **kw):
-        return _update(self.x, self.idx, values, "min")
+    def min(self, values, *, mode=None, **kw):
+        return _update(self.x, self.idx, values, "min", mode)
 
-    def max(self, values, **kw):
-        return _update(self.x, self.idx, values, "max")
+    def max(self, values, *, mode=None, **kw):
+        return _update(self.x, self.idx, values, "max", mode)
 
 
 def _out_shape(plan, y_shape):
@@ -365,7 +371,9 @@ def _out_shape(plan, y_shape):
     return tuple(shape)
 
 
-def _update(x, idx, values, op):
+def _update(x, idx, values, op, mode=None):
+    """x with values combined at idx; out-of-bounds updates are dropped (mode="clip"
+    clamps them instead), as in JAX."""
     from mirax.ops.common import cast
     name = f"at[...].{op}"
     x = operand(x, name)
@@ -381,7 +389,7 @@ def _update(x, idx, values, op):
         new = _COMBINE[op](region, v)
         out = ix.dynamic_update_slice(plan.x, new, starts)
     else:
-        out = _scatter_update(plan, v, op, name)
+        out = _scatter_update(plan, v, op, name, "clip" if mode == "clip" else "drop")
     return sh.reshape(out, plan.orig_shape) if out.shape != plan.orig_shape else out
 
 
@@ -393,7 +401,7 @@ def _broadcast_values(v, shape, name):
                          f"{list(shape)}") from None
 
 
-def _scatter_update(plan, v, op, name):
+def _scatter_update(plan, v, op, name, mode):
     """General case: every non-full axis gets an index array on one grid; full slices stay
     whole (the scatter's rest axes)."""
     x = plan.x
@@ -441,7 +449,7 @@ def _scatter_update(plan, v, op, name):
     out_labels = [out_labels[i] for i in keep]
     rest = [("axis", a) for a in range(x.ndim) if a in full]
     v = sh.transpose(v, [out_labels.index(d) for d in labels + rest])
-    return _SCATTERS[op](x, idx, v, tuple(axes), mode="drop")
+    return _SCATTERS[op](x, idx, v, tuple(axes), mode=mode)
 
 
 # --- take / take_along_axis / put_along_axis ----------------------------------------------
@@ -621,8 +629,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     length = builtins.max(0, builtins.min(n, m - k) if k >= 0 else builtins.min(n + k, m))
     flat = sh.reshape(a, lead + (n * m,))
     if length == 0:
-        return sh.full(lead + (0,), 0, a.dtype) if not lead else \
-            sh.slice_in_dim(flat, 0, 0, axis=len(lead))
+        return sh.slice_in_dim(flat, 0, 0, axis=len(lead))
     start = k if k >= 0 else -k * m
     return sh.slice_in_dim(flat, start, start + (length - 1) * (m + 1) + 1, m + 1,
                            axis=len(lead))
