@@ -22,7 +22,6 @@ sinh, cosh, tanh, arcsinh, arccosh, arctanh = ew.sinh, ew.cosh, ew.tanh, ew.asin
     ew.atanh
 arctan2 = ew.atan2
 isfinite = ew.is_finite
-logical_not = ew.logical_not
 
 
 def _float_pair(x, y, op):
@@ -96,6 +95,10 @@ def reciprocal(x):
     return true_divide(1.0, float_operand(x, "reciprocal"))
 
 
+def fabs(x):
+    return ew.abs(float_operand(x, "fabs"))
+
+
 def floor(x):
     x = operand(x, "floor")
     return x if dtypes.is_int(x.dtype) or dtypes.is_bool(x.dtype) else ew.floor(x)
@@ -167,6 +170,10 @@ radians, degrees = deg2rad, rad2deg
 def hypot(x, y):
     x, y = _float_pair(x, y, "hypot")
     return ew.sqrt(ew.add(ew.mul(x, x), ew.mul(y, y)))
+
+
+def logical_not(x):
+    return ew.logical_not(_as_bool(x))
 
 
 def logical_and(x, y):

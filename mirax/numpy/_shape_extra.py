@@ -615,6 +615,19 @@ def quantile(a, q, axis=None, method="linear", keepdims=False, interpolation=Non
         x = ew.convert_element_type(x, dtypes.float32)
     if axis is None:
         src, ax = sh.reshape(x, (-1,)), 0
+    elif isinstance(axis, (tuple, list)):  # several axes: moved last and merged into one
+        axes = normalize_axes(axis, x.ndim, "quantile", x)
+        kept = [i for i in range(x.ndim) if i not in axes]
+        src = sh.reshape(sh.transpose(x, kept + list(axes)),
+                         tuple(x.shape[i] for i in kept) + (-1,))
+        ax = len(kept)
+        out = quantile(src, q, ax, method)
+        if keepdims:
+            qdims = np.ndim(q) if not isinstance(q, Array) else q.ndim
+            shape = tuple(out.shape[:qdims]) + tuple(
+                1 if i in axes else d for i, d in enumerate(x.shape))
+            out = sh.reshape(out, shape)
+        return out
     else:
         src, ax = x, normalize_axis(axis, x.ndim, "quantile", x)
     qs = np.asarray(np.asarray(q).tolist() if isinstance(q, Array) else q, dtype=np.float64)

@@ -1,0 +1,293 @@
+"""mirax.numpy values against NumPy and result dtypes against JAX, generated from the OpSpec
+registry (tests/opspec.py): one test id per op, dtype and sample (`test_value[sin-f32-3x4]`).
+Plus hand-written checks of semantics the registry cannot express."""
+from __future__ import annotations
+
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+import mirax as mx
+import mirax.numpy as mnp
+from opspec import SHORT, SPECS, reference
+
+
+def _rng(*key):
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def _params(dtype_filter=None, keep=None):
+    """One param per (spec, dtype, sample). keep(spec, dtype, k, sample) says which run by
+    default; the others are marked slow (pytest -m slow runs them)."""
+    out = []
+    for spec in SPECS:
+        for j, dtype in enumerate(spec.dtypes):
+            if dtype_filter and not dtype_filter(spec, dtype):
+                continue
+            tag = f"{spec.name}-{SHORT[dtype]}"
+            if spec.fn is None:
+                reason = f"mirax.{spec.path} does not exist yet" + (
+                    f" (in progress: {spec.owner})" if spec.owner else "")
+                out.append(pytest.param(spec, dtype, None, id=tag,
+                                        marks=pytest.mark.skip(reason=reason)))
+                continue
+            for k, sample in enumerate(spec.samples(_rng(spec.name, str(dtype)), dtype)):
+                fast = keep is None or keep(j, k, sample)
+                out.append(pytest.param(spec, dtype, sample, id=f"{tag}-{sample.name}",
+                                        marks=() if fast else pytest.mark.slow))
+    return out
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return [y for v in x for y in _flat(v)]
+    return [x]
+
+
+def tol_for(dtype, rtol=1e-5, atol=1e-6):
+    """Tolerance by the result's dtype: f32 per spec, f64 tight, ints and bools exact."""
+    d = np.dtype(dtype)
+    if d == np.float64:
+        return 1e-9, 1e-10
+    if d.kind in "iub":
+        return 0.0, 0.0
+    return rtol, atol
+
+
+def assert_close(got, want, rtol=1e-5, atol=1e-6, what=""):
+    got, want = _flat(got), _flat(want)
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, expected {len(want)}"
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, f"{what}: shape {g.shape}, expected {w.shape}"
+        if w.dtype == np.bool_ or g.dtype == np.bool_:
+            np.testing.assert_array_equal(g, w, err_msg=what)
+        else:
+            rtol, atol = tol_for(g.dtype, rtol, atol)
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=atol, equal_nan=True, err_msg=what)
+
+
+# by default: every sample in the first dtype, the first two in the others
+@pytest.mark.parametrize("spec,dtype,sample", _params(keep=lambda j, k, s: j == 0 or k < 2))
+def test_value(spec, dtype, sample):
+    ref = reference(spec)
+    if ref is None:
+        pytest.skip("no NumPy reference")
+    got = spec.call(spec.fn, sample.args, sample.kwargs)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        want = spec.call(ref, sample.args, sample.kwargs)
+    if spec.post is not None:
+        got, want = spec.post(got), spec.post(want)
+    assert_close(got, want, spec.rtol, spec.atol, f"{spec.name} on {sample.name}")
+
+
+def _jax_params():
+    return _params(lambda s, d: s.jax_name is not None and d != np.float64,
+                   keep=lambda j, k, s: k == 0 or "py" in s.name)
+
+
+@pytest.mark.parametrize("spec,dtype,sample", _jax_params())
+def test_dtype_matches_jax(spec, dtype, sample):
+    """Result dtypes (and shapes) follow JAX's promotion, weak types included."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    jfn = getattr(jnp, spec.jax_name or spec.path.rsplit(".", 1)[1], None)
+    if jfn is None:
+        pytest.skip("no jax.numpy counterpart")
+    idx = sample.arrays()
+
+    def f(*arrays):
+        args = list(sample.args)
+        for i, a in zip(idx, arrays):
+            args[i] = a
+        return spec.call(jfn, args, sample.kwargs)
+
+    want = jax.eval_shape(f, *[jax.ShapeDtypeStruct(sample.args[i].shape, sample.args[i].dtype)
+                               for i in idx])
+    got = spec.call(spec.fn, sample.args, sample.kwargs)
+    for g, w in zip(_flat(got), jax.tree_util.tree_leaves(want)):
+        assert tuple(g.shape) == tuple(w.shape)
+        assert np.dtype(g.dtype) == np.dtype(w.dtype), \
+            f"{spec.name}: mirax gives {g.dtype}, JAX {w.dtype}"
+
+
+# --- semantics the registry does not express -------------------------------------------------
+def test_sum_bool_int32_and_small_ints():
+    assert mnp.sum(mnp.asarray([True, False, True])).dtype == mnp.int32
+    assert mnp.sum(mnp.asarray(np.array([1, 2], np.uint8))).dtype == mnp.uint32
+    assert mnp.sum(mnp.asarray(np.array([1, 2], np.int8))).dtype == mnp.int32
+    assert mnp.prod(mnp.asarray([True, True])).dtype == mnp.int32
+
+
+def test_mean_of_ints_is_float32():
+    x = mnp.asarray([1, 2, 4])
+    assert mnp.mean(x).dtype == mnp.float32 and float(mnp.mean(x)) == pytest.approx(7 / 3)
+    assert mnp.var(x).dtype == mnp.float32
+    assert mnp.average(x).dtype == mnp.float32
+
+
+def test_max_initial_and_empty():
+    assert float(mnp.max(mnp.asarray([1.0, 2.0]), initial=5.0)) == 5.0
+    np.testing.assert_array_equal(mnp.max(mnp.zeros((0, 3)), axis=0, initial=-1.0), [-1.0] * 3)
+    with pytest.raises(ValueError, match="reduce_max"):
+        mnp.max(mnp.zeros((0, 3)), axis=0)
+    assert bool(mnp.all(mnp.zeros((0,)))) and not bool(mnp.any(mnp.zeros((0,))))
+
+
+def test_arange_dtypes():
+    assert mnp.arange(5).dtype == mnp.int32
+    assert mnp.arange(5.0).dtype == mnp.float32
+    assert mnp.arange(0, 5, 1.5).dtype == mnp.float32
+    assert mnp.arange(3, dtype=mnp.float64).dtype == mnp.float64
+    np.testing.assert_allclose(mnp.arange(0.0, 1.0, 0.1), np.arange(0.0, 1.0, 0.1), rtol=1e-6)
+    assert mnp.arange(10, 0, -3).tolist() == [10, 7, 4, 1]
+    assert mnp.arange(5, 2).shape == (0,)
+
+
+def test_linspace_accuracy_and_int_dtype():
+    x = np.asarray(mnp.linspace(0.0, 1.0, 11, dtype=mnp.float64))
+    np.testing.assert_array_equal(x, np.linspace(0.0, 1.0, 11))
+    assert np.asarray(mnp.linspace(-3.0, 7.0, 1000))[-1] == np.float32(7.0)
+    assert mnp.linspace(-1, 0, 3, dtype=mnp.int32).tolist() == [-1, -1, 0]  # floors
+    y, step = mnp.linspace(0, 1, 5, retstep=True)
+    assert step == 0.25 and y.shape == (5,)
+
+
+def test_round_half_to_even():
+    x = mnp.asarray([0.5, 1.5, 2.5, -0.5, -1.5, 2.675])
+    np.testing.assert_array_equal(mnp.round(x), np.round(np.asarray(x)))
+    np.testing.assert_allclose(mnp.round(mnp.asarray([1.25, 2.35]), 1), [1.2, 2.4], rtol=1e-6)
+
+
+def test_power_rules():
+    x = mnp.asarray([1, 2, 3])
+    assert mnp.power(x, 2).dtype == mnp.int32 and mnp.power(x, 2).tolist() == [1, 4, 9]
+    assert mnp.power(x, 0.5).dtype == mnp.float32
+    with pytest.raises(ValueError, match="negative"):
+        mnp.power(x, -1)
+    f = mnp.asarray([0.5, 2.0])
+    np.testing.assert_allclose(f ** -2, [4.0, 0.25])
+    np.testing.assert_allclose(2 ** f, 2 ** np.asarray(f), rtol=1e-6)
+    np.testing.assert_allclose(mnp.power(f, mnp.asarray([1.5, -0.5])), [0.5 ** 1.5, 2 ** -0.5],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_floor_divide_and_remainder_signs(dtype):
+    a = np.array([-7, 7, -7, 7, 0, 6], dtype)
+    b = np.array([2, -2, -2, 2, 3, -3], dtype)
+    x, y = mnp.asarray(a), mnp.asarray(b)
+    np.testing.assert_array_equal(mnp.floor_divide(x, y), np.floor_divide(a, b))
+    np.testing.assert_array_equal(mnp.remainder(x, y), np.remainder(a, b))
+    np.testing.assert_array_equal(x // y, a // b)
+    np.testing.assert_array_equal(x % y, a % b)
+    np.testing.assert_array_equal(mnp.fmod(x, y), np.fmod(a, b))
+    np.testing.assert_array_equal(-7 % y, np.remainder(-7, b).astype(dtype))
+
+
+def test_bitwise_on_bool_and_ints():
+    t, f = mnp.asarray([True, True, False]), mnp.asarray([True, False, False])
+    assert (t & f).tolist() == [True, False, False]
+    assert (t | f).tolist() == [True, True, False]
+    assert (t ^ f).tolist() == [False, True, False]
+    assert (~t).tolist() == [False, False, True]
+    assert (~mnp.asarray([0, 5])).tolist() == [-1, -6]
+    assert (mnp.asarray([1, 2]) << 2).tolist() == [4, 8]
+    with pytest.raises(TypeError):
+        mnp.bitwise_and(mnp.ones(2), mnp.ones(2))
+
+
+def test_clip_where_forms():
+    x = mnp.arange(6)
+    assert mnp.clip(x, 1, 4).tolist() == [1, 1, 2, 3, 4, 4]
+    assert mnp.clip(x, min=2).tolist() == [2, 2, 2, 3, 4, 5]
+    assert mnp.clip(x, None, 2).tolist() == [0, 1, 2, 2, 2, 2]
+    assert mnp.clip(x, 0.5, 2.5).dtype == mnp.float32
+    assert mnp.where(x > 2, x, 0).tolist() == [0, 0, 0, 3, 4, 5]
+    assert mnp.where(mnp.asarray([1, 0]), 1.0, 2).dtype == mnp.float32
+    with pytest.raises(ValueError):
+        mnp.where(x > 2, x)
+
+
+def test_signbit_negative_zero():
+    assert mnp.signbit(mnp.asarray([-0.0, 0.0, -1.0, np.nan])).tolist() == \
+        np.signbit(np.array([-0.0, 0.0, -1.0, np.nan])).tolist()
+    assert mnp.copysign(mnp.asarray([2.0]), mnp.asarray([-0.0])).tolist() == [-2.0]
+
+
+def test_split_errors_and_forms():
+    x = mnp.arange(10)
+    with pytest.raises(ValueError, match="split"):
+        mnp.split(x, 3)
+    parts = mnp.array_split(x, 3)
+    assert [p.tolist() for p in parts] == [p.tolist() for p in np.array_split(np.arange(10), 3)]
+    parts = mnp.split(x, [3, 20])
+    assert [p.shape for p in parts] == [(3,), (7,), (0,)]
+
+
+def test_repeat_needs_static_repeats():
+    x = mnp.arange(3)
+    assert mnp.repeat(x, mnp.asarray([1, 2, 0])).tolist() == [0, 1, 1]
+    with pytest.raises(mx.errors.ConcretizationError):
+        mx.jit(lambda r: mnp.repeat(x, r))(mnp.asarray([1, 2, 0]))
+    assert mnp.repeat(x, 2, total_repeat_length=6).tolist() == [0, 0, 1, 1, 2, 2]
+
+
+@pytest.mark.parametrize("sub,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("ii->i", [(4, 4)]), ("ii->", [(4, 4)]),
+    ("iij->j", [(3, 3, 2)]), ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+    ("...ij,jk", [(2, 3, 4), (4, 5)]), ("i,i", [(4,), (4,)]), ("i,j", [(3,), (2,)]),
+    ("ij,kj", [(3, 4), (2, 4)]), ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("ij,jk,kl->li", [(2, 3), (3, 4), (4, 5)]), ("ab,cd->abcd", [(2, 1), (1, 3)]),
+    ("i...->...", [(3, 2, 2)]), ("ij->ji", [(2, 3)]), ("i,i->i", [(1,), (4,)]),
+])
+def test_einsum_against_numpy(sub, shapes):
+    rng = np.random.default_rng(0)
+    xs = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    np.testing.assert_allclose(mnp.einsum(sub, *xs), np.einsum(sub, *xs), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_einsum_errors():
+    with pytest.raises(ValueError, match="einsum"):
+        mnp.einsum("ij,jk->ik", mnp.ones((2, 3)), mnp.ones((4, 5)))
+    with pytest.raises(ValueError, match="einsum"):
+        mnp.einsum("ij->k", mnp.ones((2, 3)))
+    with pytest.raises(ValueError, match="einsum"):
+        mnp.einsum("ijk", mnp.ones((2, 3)))
+
+
+def test_result_type_and_can_cast():
+    assert mnp.result_type(mnp.int32, 2.0) == mnp.float32
+    assert mnp.result_type(1, 2.0) == mnp.float32
+    assert mnp.result_type(mnp.float16, mnp.bfloat16) == mnp.float32
+    assert mnp.result_type(mnp.ones(2, mnp.bfloat16), 2.0) == mnp.bfloat16
+    assert mnp.result_type(np.zeros(2, np.float64), mnp.ones(2)) == mnp.float64
+    assert mnp.can_cast(mnp.int8, mnp.int32) and not mnp.can_cast(mnp.float32, mnp.int32)
+    assert mnp.can_cast(mnp.float64, mnp.float32, "same_kind")
+    assert not mnp.can_cast(mnp.float32, mnp.int32, "same_kind")
+
+
+def test_isclose_infinities_and_nans():
+    a = mnp.asarray([1.0, np.inf, -np.inf, np.nan, 1.0])
+    b = mnp.asarray([1.0 + 1e-7, np.inf, np.inf, np.nan, 2.0])
+    assert mnp.isclose(a, b).tolist() == [True, True, False, False, False]
+    assert mnp.isclose(a, b, equal_nan=True).tolist() == [True, True, False, True, False]
+    assert bool(mnp.array_equal(mnp.ones(3), mnp.ones(3)))
+    assert not bool(mnp.array_equal(mnp.ones(3), mnp.ones(4)))
+
+
+def test_composites_differentiate():
+    """split/pad/roll/einsum are built from differentiable ops: a quick grad check."""
+    f = lambda x: mnp.sum(mnp.pad(mnp.roll(x, 1), 1, mode="reflect") ** 2) + \
+        mnp.einsum("ii", mnp.reshape(x, (2, 2)))
+    x = mnp.asarray([1.0, 2.0, 3.0, 4.0])
+    g = mx.grad(f)(x)
+    eps, xn = 1e-3, np.asarray(x, np.float64)
+    num = [(float(f(mnp.asarray(xn + eps * e))) - float(f(mnp.asarray(xn - eps * e)))) / (2 * eps)
+           for e in np.eye(4)]
+    np.testing.assert_allclose(g, num, rtol=1e-3)
