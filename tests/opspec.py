@@ -373,6 +373,9 @@ spec(
     owner="nn composites",
 )
 
+spec("lax_nextafter", np.nextafter, path="ops.elementwise.nextafter", samples=binary(),
+     diff=False, jax_name=None)
+
 # predicates and bool-valued ops (not differentiable)
 for _n in ("isfinite", "isnan", "isinf", "signbit", "logical_not", "isposinf", "isneginf"):
     spec(

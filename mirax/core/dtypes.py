@@ -145,7 +145,7 @@ def python_scalar_dtype(x) -> np.dtype:
 
 def input_dtype(x) -> tuple[np.dtype, bool]:
     """dtype and weakness of a NumPy array, NumPy scalar or Python scalar as mirax sees it."""
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return python_scalar_dtype(x), not isinstance(x, bool)
     d = np.dtype(x.dtype)
     if d not in SHORT_NAMES:

@@ -112,10 +112,10 @@ def _leaf_key(x):
     if isinstance(x, Tracer):
         a = x.aval
         return (a.shape, a.dtype, a.weak_type)
+    if isinstance(x, (np.ndarray, np.generic)):  # first: np.float64 is a float subclass
+        return (x.shape, dtypes.input_dtype(x)[0], False)
     if isinstance(x, (bool, int, float)):
         return ((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
-    if isinstance(x, (np.ndarray, np.generic)):
-        return (x.shape, dtypes.input_dtype(x)[0], False)
     raise TypeError(f"jit: argument of type {type(x).__name__} is not an array; mark it "
                     "static (static_argnums / static_argnames)")
 
@@ -204,7 +204,8 @@ class Jitted:
         names = arg_names_for(self.f, dyn_args) + [
             k + tree.keystr(p) for k, v in sorted(kwargs.items())
             if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
-        avals = [aval_of(x) if not isinstance(x, (bool, int, float)) else
+        avals = [aval_of(x) if not isinstance(x, (bool, int, float)) or
+                 isinstance(x, np.generic) else
                  ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
                  for x in leaves]
         graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)

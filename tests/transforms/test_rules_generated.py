@@ -1,0 +1,284 @@
+"""Transform rules checked op by op, generated from the OpSpec registry (tests/opspec.py).
+
+- test_jit:  jit(f)(x) == f(x)
+- test_jvp:  jvp against float64 central differences along a random direction
+- test_vjp:  vjp is the adjoint of jvp: <vjp(ct), t> == <ct, jvp(t)>
+- test_vmap: vmap with random in_axes (incl. non-leading and None) == a Python loop
+- test_rule_coverage: every registered primitive has jvp/vjp/vmap rules and is reached by
+  some spec; prints the gap table.
+By default the first two samples of each op run; the rest are marked slow.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+import mirax as mx
+import mirax.numpy as mnp
+from mirax.core.primitive import Primitive, registry
+from opspec import F64, SHORT, SPECS
+
+
+def _rng(*key):
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def _samples(spec, dtype, seed=0):
+    return spec.samples(_rng(spec.name, str(dtype), seed), dtype)
+
+
+def _params(kind, n_fast=2):
+    out = []
+    for spec in SPECS:
+        if kind in ("jvp", "vjp"):
+            if not spec.diff:
+                continue
+            dtype = F64
+        else:
+            dtype = spec.dtypes[0]
+        if kind == "vmap" and not spec.vmap:
+            continue
+        tag = f"{spec.name}-{SHORT[dtype]}"
+        if dtype not in spec.dtypes and kind not in ("jvp", "vjp"):
+            continue
+        if spec.fn is None:
+            why = f"mirax.{spec.path} does not exist yet" + (
+                f" (in progress: {spec.owner})" if spec.owner else "")
+            out.append(pytest.param(spec, dtype, 0, id=tag, marks=pytest.mark.skip(reason=why)))
+            continue
+        k_fast = 0
+        for k, sample in enumerate(_samples(spec, dtype)):
+            arrays = [sample.args[i] for i in sample.arrays()]
+            if kind in ("jvp", "vjp", "vmap") and not arrays:
+                continue
+            if kind in ("jvp", "vjp") and (any(a.size == 0 for a in arrays) or not any(
+                    a.dtype.kind == "f" for a in arrays)):
+                continue
+            fast = k_fast < n_fast
+            k_fast += 1
+            out.append(pytest.param(spec, dtype, k, id=f"{tag}-{sample.name}",
+                                    marks=() if fast else pytest.mark.slow))
+    return out
+
+
+def _bind_arrays(spec, sample):
+    """f(*arrays) with the sample's static arguments filled in, and the arrays."""
+    idx = sample.arrays()
+
+    def f(*arrays):
+        args = list(sample.args)
+        for i, a in zip(idx, arrays):
+            args[i] = a
+        out = spec.call(spec.fn, args, sample.kwargs)
+        return spec.post(out) if spec.post is not None else out
+    return f, [sample.args[i] for i in idx]
+
+
+def _diff_fn(spec, sample):
+    """g(*float_args) closing over the other arrays, and the float args (as NumPy)."""
+    f, arrays = _bind_arrays(spec, sample)
+    pos = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"
+           and (spec.diff_args is None or i in spec.diff_args)]
+
+    def g(*xs):
+        full = list(arrays)
+        for p, x in zip(pos, xs):
+            full[p] = x
+        return f(*full)
+    return g, [arrays[p] for p in pos]
+
+
+def _leaves(x):
+    return [np.asarray(v) for v in mx.tree.leaves(x)]
+
+
+def _float_pairs(a, b):
+    for x, y in zip(_leaves(a), _leaves(b)):
+        if x.dtype.kind == "f":
+            yield x, y
+
+
+def _close(got, want, rtol, atol, what):
+    got, want = _leaves(got), _leaves(want)
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        assert g.shape == w.shape, f"{what}: shape {g.shape} vs {w.shape}"
+        if g.dtype.kind in "iub" and w.dtype.kind in "iub":
+            np.testing.assert_array_equal(g, w, err_msg=what)
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=atol, equal_nan=True, err_msg=what)
+
+
+# --- jit ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec,dtype,k", _params("jit"))
+def test_jit(spec, dtype, k):
+    sample = _samples(spec, dtype)[k]
+    f, arrays = _bind_arrays(spec, sample)
+    want = f(*arrays)
+    got = mx.jit(f)(*arrays)
+    _close(got, want, 1e-6, 1e-6, f"jit({spec.name})")
+    for g, w in zip(mx.tree.leaves(got), mx.tree.leaves(want)):
+        assert g.dtype == w.dtype, f"jit({spec.name}) changed dtype {w.dtype} -> {g.dtype}"
+
+
+# --- jvp vs finite differences -----------------------------------------------------------------
+def _tangents(rng, xs):
+    return [rng.normal(size=x.shape).astype(x.dtype) for x in xs]
+
+
+@pytest.mark.parametrize("spec,dtype,k", _params("jvp"))
+def test_jvp(spec, dtype, k):
+    sample = _samples(spec, dtype)[k]
+    g, xs = _diff_fn(spec, sample)
+    ts = _tangents(_rng("t", spec.name, k), xs)
+    out, t_out = mx.jvp(g, tuple(mnp.asarray(x) for x in xs), tuple(mnp.asarray(t) for t in ts))
+    _close(out, g(*xs), 1e-12, 1e-12, f"jvp({spec.name}) primal")
+    eps = 1e-6
+    hi = g(*[x + eps * t for x, t in zip(xs, ts)])
+    lo = g(*[x - eps * t for x, t in zip(xs, ts)])
+    fd = [(np.asarray(a, np.float64) - np.asarray(b, np.float64)) / (2 * eps)
+          for a, b in zip(_leaves(hi), _leaves(lo))]
+    t_leaves = mx.tree.leaves(t_out)
+    for t, d, o in zip(t_leaves, fd, _leaves(out)):
+        if o.dtype.kind != "f":
+            continue
+        t = np.zeros_like(d) if t is None else np.asarray(t, np.float64)
+        np.testing.assert_allclose(t, d, rtol=spec.grad_rtol, atol=1e-6,
+                                   err_msg=f"jvp({spec.name}) vs central differences")
+
+
+# --- vjp vs jvp (dot-product identity) ---------------------------------------------------------
+@pytest.mark.parametrize("spec,dtype,k", _params("vjp"))
+def test_vjp(spec, dtype, k):
+    sample = _samples(spec, dtype)[k]
+    g, xs = _diff_fn(spec, sample)
+    rng = _rng("ct", spec.name, k)
+    primals = [mnp.asarray(x) for x in xs]
+    out, vjp_fn = mx.vjp(g, *primals)
+    leaves, treedef = mx.tree.flatten(out)
+    cts = [rng.normal(size=o.shape).astype(o.dtype) if o.dtype.kind == "f"
+           else np.zeros(o.shape, o.dtype) for o in map(np.asarray, leaves)]
+    x_cts = vjp_fn(mx.tree.unflatten(treedef, [mnp.asarray(c) for c in cts]))
+    ts = _tangents(rng, xs)
+    _, t_out = mx.jvp(g, tuple(primals), tuple(mnp.asarray(t) for t in ts))
+    lhs = sum(float(np.vdot(np.asarray(c, np.float64), t)) for c, t in zip(x_cts, ts))
+    rhs = sum(float(np.vdot(c, np.asarray(t, np.float64)))
+              for c, t, o in zip(cts, mx.tree.leaves(t_out), leaves)
+              if np.dtype(o.dtype).kind == "f" and t is not None)
+    assert lhs == pytest.approx(rhs, rel=1e-8, abs=1e-9), \
+        f"vjp({spec.name}) is not the adjoint of its jvp: {lhs} vs {rhs}"
+
+
+# --- vmap vs a loop ----------------------------------------------------------------------------
+@pytest.mark.parametrize("spec,dtype,k", _params("vmap"))
+def test_vmap(spec, dtype, k):
+    size = 3
+    members = []
+    for b in range(size):
+        f, arrays = _bind_arrays(spec, _samples(spec, dtype, seed=b)[k])
+        members.append(arrays)
+    rng = _rng("axes", spec.name, k)
+    axes = [None if rng.random() < 0.25 else int(rng.integers(0, a.ndim + 1))
+            for a in members[0]]
+    if all(a is None for a in axes):
+        axes[0] = members[0][0].ndim  # the last position: a non-leading batch axis
+    batched = [members[0][i] if ax is None else
+               np.stack([m[i] for m in members], axis=ax) for i, ax in enumerate(axes)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no silent loop fallback
+        got = mx.vmap(f, in_axes=tuple(axes))(*batched)
+    loop = [f(*[members[b][i] if ax is not None else members[0][i]
+                for i, ax in enumerate(axes)]) for b in range(size)]
+    want = [np.stack([np.asarray(leaf_b) for leaf_b in leaves])
+            for leaves in zip(*[mx.tree.leaves(o) for o in loop])]
+    _close(got, want, 1e-5, 1e-5, f"vmap({spec.name}, in_axes={tuple(axes)})")
+
+
+# --- coverage ----------------------------------------------------------------------------------
+# Primitive families owned by work in progress: their gaps are reported, not failed.
+IN_PROGRESS_FAMILIES = {
+    "indexing",      # gather/scatter/dynamic_slice (indexing engineer)
+    "cumulative",    # cumsum/cumprod/cummax, sort (cumulative/sort/linalg engineer)
+    "sort",
+    "linalg",        # mnp.linalg (cumulative/sort/linalg engineer)
+    "composite",     # nn composites: logsumexp, softmax, ... (nn engineer)
+    "nn",
+    "control_flow",  # mx.lax cond/while/scan (not started in this checkout)
+    "random",
+    "conv",
+    "transfer",      # device_put (backends)
+}
+
+
+def _families() -> dict[str, str]:
+    """primitive name -> family (the module under mirax.ops / mirax.transforms defining it)."""
+    import mirax.ops
+    import mirax.transforms
+    fam = {}
+    for pkg in (mirax.ops, mirax.transforms):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            try:
+                mod = importlib.import_module(f"{pkg.__name__}.{info.name}")
+            except Exception:  # a half-written module must not break the table
+                continue
+            for v in vars(mod).values():
+                if isinstance(v, Primitive):
+                    fam.setdefault(v.name, info.name)
+    return fam
+
+
+def _reached_primitives() -> set[str]:
+    """Primitives that appear in the graphs of the specs' first samples."""
+    seen = set()
+
+    def walk(graph):
+        for node in graph.nodes:
+            seen.add(node.prim.name)
+            for p in node.params.values():
+                if isinstance(p, mx.ir.Graph):
+                    walk(p)
+    for spec in SPECS:
+        if spec.fn is None:
+            continue
+        for k, sample in enumerate(_samples(spec, spec.dtypes[0])[:3]):
+            f, arrays = _bind_arrays(spec, sample)
+            try:
+                walk(mx.make_graph(f)(*arrays))
+            except Exception:
+                continue
+    return seen
+
+
+def test_rule_coverage(capsys):
+    fam = _families()
+    reached = _reached_primitives()
+    rows, failures = [], []
+    for name in sorted(registry):
+        p = registry[name]
+        family = fam.get(name, "?")
+        missing = [r for r, ok in (("jvp", p.jvp_rule), ("vjp", p.vjp_rule),
+                                   ("vmap", p.vmap_rule)) if ok is None]
+        no_spec = name not in reached and name != "call"  # call: tested by test_jit
+        if missing or no_spec:
+            rows.append(f"  {name:28s} {family:14s} missing: "
+                        f"{', '.join(missing + (['spec'] if no_spec else [])) }")
+            if missing and family not in IN_PROGRESS_FAMILIES:
+                failures.append(f"{name} ({family}): no {'/'.join(missing)} rule")
+    with capsys.disabled():
+        print("\nprimitive rule/spec gaps:\n" + ("\n".join(rows) or "  none"))
+    assert not failures, "primitives without rules:\n" + "\n".join(failures)
+
+
+def test_core_families_fully_specced():
+    """Every primitive of the finished families is reached by some spec."""
+    fam = _families()
+    reached = _reached_primitives()
+    core = {"elementwise", "shape", "reduction", "dot"}
+    unreached = sorted(n for n, f in fam.items() if f in core and n not in reached)
+    assert not unreached, f"primitives of {sorted(core)} with no OpSpec: {unreached}"
