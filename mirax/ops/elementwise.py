@@ -197,6 +197,7 @@ def _errstate(fn):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return fn(x)
     run.__name__ = getattr(fn, "__name__", "impl")
+    run.ufunc = fn  # lowering may call the ufunc directly inside one errstate block
     return run
 
 

@@ -19,7 +19,7 @@ from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
-from mirax.core.trace import Tracer, aval_of
+from mirax.core.trace import Tracer, aval_of, nonhost_buffers as _nonhost, state as _state
 from mirax.ir.build import arg_names_for, trace_to_graph
 from mirax.ir.interpret import eval_graph
 
@@ -101,6 +101,7 @@ def _call_vmap(args, dims, *, graph):
 
 
 # --- jit ----------------------------------------------------------------------------------
+_LEAF = tree.structure(0)
 CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize evictions")
 DEFAULT_CACHE_SIZE = int(os.environ.get("MIRAX_JIT_CACHE_SIZE", "64"))
 
@@ -143,12 +144,14 @@ class Jitted:
         self.hits = self.misses = self.evictions = 0
         self.explain = os.environ.get("MIRAX_EXPLAIN_CACHE_MISSES", "") not in ("", "0")
         self._last_sig = None
+        self._fast: dict = {}  # flat Array signature -> (key, run, out_tree, n_out, donate)
 
     def cache_info(self) -> CacheInfo:
         return CacheInfo(self.hits, self.misses, len(self.cache), self.maxsize, self.evictions)
 
     def clear_cache(self):
         self.cache.clear()
+        self._fast.clear()
 
     def _split(self, args, kwargs):
         static, dyn = [], []
@@ -161,6 +164,24 @@ class Jitted:
         return statics + kw_static, [a for _, a in dyn], kw_dyn
 
     def __call__(self, *args, **kwargs):
+        # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
+        if not kwargs and not _state.active and not _nonhost[0]:
+            try:
+                fkey = tuple([(a._buf.shape, a._buf.dtype, a._weak) for a in args])
+                entry = self._fast.get(fkey)
+            except AttributeError:  # not all Arrays (or a tracer): the general path
+                entry = None
+            if entry is not None:
+                key, run, out_tree, n_out, donate = entry
+                self.hits += 1
+                self.cache.move_to_end(key)
+                bufs = [a._buf for a in args]
+                if donate:
+                    _own(bufs, donate)
+                outs = run(*bufs)
+                if n_out < 0:  # a single array
+                    return Array(outs[0], False)
+                return tree.unflatten(out_tree, [Array(o, False) for o in outs])
         statics, dyn, kw_dyn = self._split(args, kwargs)
         leaves, in_tree = tree.flatten((dyn, kw_dyn))
         key = (in_tree, tuple(map(_leaf_key, leaves)), statics)
@@ -178,11 +199,26 @@ class Jitted:
             if len(self.cache) > self.maxsize:
                 self.cache.popitem(last=False)
                 self.evictions += 1
+                self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         else:
             self.hits += 1
             self.cache.move_to_end(key)
         graph, out_tree = entry[0], entry[1]
+        donate = graph.cache.get("donate", ())
+        if donate and not _state.active:
+            leaves = list(leaves)
+            for i in donate:  # never overwrite a buffer the caller may still read
+                x = leaves[i]
+                if type(x) is Array:
+                    leaves[i] = Array(_own([x._buf], (0,))[0], x._weak)
+                elif isinstance(x, np.ndarray):
+                    leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
+        if not kwargs and not statics and not _state.active and not _nonhost[0] and \
+                len(leaves) == len(args) and all(type(a) is Array for a in args):
+            n_out = -1 if out_tree == _LEAF else len(outs)
+            self._fast[tuple(k for k in key[1])] = (key, executable(graph, "cpu"), out_tree,
+                                                    n_out, donate)
         return tree.unflatten(out_tree, outs)
 
     def _trace(self, args, kwargs, leaves, in_tree):
@@ -210,6 +246,16 @@ class Jitted:
                  for x in leaves]
         graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)
         graph.in_tree, graph.out_tree = in_tree, box[0]
+        if self.donate_argnums:  # flat leaf indices of donated positional arguments
+            donate, start = [], 0
+            for i, a in enumerate(args):
+                if i in self.static_argnums:
+                    continue
+                n = len(tree.leaves(a))
+                if i in self.donate_argnums:
+                    donate.extend(range(start, start + n))
+                start += n
+            graph.cache["donate"] = tuple(donate)
         if captured:
             return graph, None, captured
         return graph, box[0], []
@@ -242,6 +288,17 @@ class Jitted:
             label = self.params[i] if isinstance(i, int) and i < len(self.params) else i
             sig[f"static {label}"] = repr(v)
         return sig
+
+
+def _own(bufs, idx):
+    """Make the donated buffers `bufs[i]` safe to overwrite: writeable host arrays that own
+    their memory (a view or a read-only buffer is copied first)."""
+    for i in idx:
+        b = bufs[i]
+        if isinstance(b, (np.ndarray, np.generic)) and not (
+                type(b) is np.ndarray and b.flags.writeable and b.base is None):
+            bufs[i] = np.array(b)  # device buffers: their plans never write into inputs
+    return bufs
 
 
 def _hashable(v, what):

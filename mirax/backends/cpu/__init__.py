@@ -8,6 +8,7 @@ from mirax.backends.base import Backend, Device
 
 class CpuBackend(Backend):
     platform = "cpu"
+    fuses = False  # fusion nodes would only run their parts one by one (compiler/fusion.py)
 
     def __init__(self):
         super().__init__()
@@ -29,6 +30,10 @@ class CpuBackend(Backend):
         if prim.impl is None:
             raise NotImplementedError(f"{prim.name}: no CPU implementation")
         return prim.impl
+
+    def writes_into(self, node) -> bool:
+        from mirax.backends.cpu.lower import writes_into
+        return writes_into(node)
 
     def compile(self, graph):
         from mirax.backends.cpu.lower import lower

@@ -1,0 +1,169 @@
+"""simplify: constant folding and algebraic identities (the first pass).
+
+Walks the nodes once in order with a substitution map (old var -> var that replaces it):
+- a node whose inputs are all small constants (and whose result is small) is evaluated
+  with its reference impl and becomes a constant;
+- identities drop a node in favour of one of its inputs: x*1, 1*x, x+0, 0+x, x-0, x/1,
+  neg(neg x), convert_element_type to the same dtype, select with a constant predicate,
+  reshape / transpose / broadcast to what the input already is;
+- chains collapse into one node: transpose of transpose, reshape of reshape, broadcast of
+  broadcast.
+Invariant: every replacement has the replaced var's shape and dtype; nothing is edited in
+place (new nodes, same vars). Dead producers are left for dce.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mirax.ir.graph import Graph, Node, Var
+
+SMALL = 1024  # fold only when every constant input and the result have at most this many
+
+
+def simplify(graph: Graph) -> Graph:
+    consts = dict(graph.consts)
+    subst: dict[Var, Var] = {}
+    producer: dict[Var, Node] = {}
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        ins = [subst.get(v, v) for v in node.inputs]
+        if _fold(node, ins, consts):
+            continue
+        rule = RULES.get(node.prim.name)
+        new = rule(node, ins, consts, producer) if rule is not None else None
+        if isinstance(new, Var):
+            subst[node.outputs[0]] = new
+            continue
+        if new is None:
+            new = Node(node.prim, ins, node.params, node.outputs, node.source)
+        nodes.append(new)
+        for o in new.outputs:
+            producer[o] = new
+    return graph.replace(nodes=nodes, consts=consts,
+                         outputs=[subst.get(v, v) for v in graph.outputs])
+
+
+def _fold(node, ins, consts) -> bool:
+    prim = node.prim
+    if prim.impl is None or any(isinstance(p, Graph) for p in node.params.values()):
+        return False
+    if not all(v in consts and v.aval.size <= SMALL for v in ins):
+        return False
+    if any(o.aval.size > SMALL for o in node.outputs):
+        return False
+    try:
+        with np.errstate(all="ignore"):
+            out = prim.impl(*(consts[v] for v in ins), **node.params)
+    except Exception:  # leave it to run time (and its error message) instead
+        return False
+    outs = out if prim.multiple_results else [out]
+    bufs = [np.asarray(b) for b in outs]
+    if any(b.shape != o.aval.shape or b.dtype != o.aval.dtype
+           for b, o in zip(bufs, node.outputs)):
+        return False
+    for o, b in zip(node.outputs, bufs):
+        consts[o] = b
+    return True
+
+
+# --- identities ---------------------------------------------------------------------------
+def _is_const(v, consts, value, producer=None) -> bool:
+    """`v` is a constant (or a broadcast of one) whose every entry equals `value`."""
+    p = producer.get(v) if producer is not None else None
+    if p is not None and p.prim.name == "broadcast_in_dim":
+        v = p.inputs[0]
+    b = consts.get(v)
+    return b is not None and b.size <= SMALL and bool(np.all(b == value))
+
+
+def _same(v, out) -> bool:
+    return v.aval.shape == out.aval.shape and v.aval.dtype == out.aval.dtype
+
+
+def _unit(left, right):
+    """x op c -> x when c equals `right` (and c op x -> x when c equals `left`)."""
+    def rule(node, ins, consts, producer):
+        x, y = ins
+        out = node.outputs[0]
+        if right is not None and _is_const(y, consts, right, producer) and _same(x, out):
+            return x
+        if left is not None and _is_const(x, consts, left, producer) and _same(y, out):
+            return y
+        return None
+    return rule
+
+
+def _neg(node, ins, consts, producer):
+    p = producer.get(ins[0])
+    if p is not None and p.prim.name == "neg" and _same(p.inputs[0], node.outputs[0]):
+        return p.inputs[0]
+    return None
+
+
+def _convert(node, ins, consts, producer):
+    return ins[0] if _same(ins[0], node.outputs[0]) else None
+
+
+def _select(node, ins, consts, producer):
+    pred, a, b = ins
+    out = node.outputs[0]
+    if _is_const(pred, consts, True, producer) and _same(a, out):
+        return a
+    if _is_const(pred, consts, False, producer) and _same(b, out):
+        return b
+    if a is b and _same(a, out):
+        return a
+    return None
+
+
+def _transpose(node, ins, consts, producer):
+    x, perm = ins[0], node.params["permutation"]
+    p = producer.get(x)
+    if p is not None and p.prim.name == "transpose":  # out axis i = inner axis perm[i]
+        x, perm = p.inputs[0], tuple(p.params["permutation"][j] for j in perm)
+    if perm == tuple(range(len(perm))):
+        return x
+    if x is ins[0]:
+        return None
+    return Node(node.prim, [x], {**node.params, "permutation": perm}, node.outputs,
+                node.source)
+
+
+def _reshape(node, ins, consts, producer):
+    x = ins[0]
+    p = producer.get(x)
+    if p is not None and p.prim.name == "reshape":
+        x = p.inputs[0]
+    if x.aval.shape == node.outputs[0].aval.shape:
+        return x
+    if x is ins[0]:
+        return None
+    return Node(node.prim, [x], node.params, node.outputs, node.source)
+
+
+def _broadcast(node, ins, consts, producer):
+    x, dims = ins[0], node.params["broadcast_dimensions"]
+    p = producer.get(x)
+    if p is not None and p.prim.name == "broadcast_in_dim":  # x axis i -> dims[inner[i]]
+        x, dims = p.inputs[0], tuple(dims[d] for d in p.params["broadcast_dimensions"])
+    out = node.outputs[0]
+    if x.aval.shape == out.aval.shape and dims == tuple(range(len(dims))):
+        return x
+    if x is ins[0]:
+        return None
+    return Node(node.prim, [x], {**node.params, "broadcast_dimensions": dims}, node.outputs,
+                node.source)
+
+
+RULES = {
+    "mul": _unit(1, 1),
+    "add": _unit(0, 0),
+    "sub": _unit(None, 0),
+    "div": _unit(None, 1),
+    "neg": _neg,
+    "convert_element_type": _convert,
+    "select": _select,
+    "transpose": _transpose,
+    "reshape": _reshape,
+    "broadcast_in_dim": _broadcast,
+}
