@@ -58,7 +58,13 @@ class Array(ArrayOps):
     def __array__(self, dtype=None, copy=None):
         from mirax.backends import to_host
         host = np.asarray(to_host(self._buf))
-        return host if dtype is None else host.astype(dtype)
+        if dtype is not None and host.dtype != np.dtype(dtype):
+            return host.astype(dtype)
+        if copy:
+            return host.copy()
+        view = host.view()  # read-only: np.asarray(x) must not let anyone mutate x
+        view.flags.writeable = False
+        return view
 
     def __len__(self):
         if not self._buf.ndim:
