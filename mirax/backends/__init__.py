@@ -83,6 +83,24 @@ def to_host(buf):
     return backend_of_buffer(buf).to_host(buf)
 
 
+def from_dlpack_device(obj):
+    """A device buffer for a DLPack object living outside host memory (a CUDA tensor)."""
+    be = _load_cuda()
+    if be is None:
+        raise TypeError(f"asarray: {type(obj).__name__} lives on device "
+                        f"{obj.__dlpack_device__()} and mirax has no CUDA backend here "
+                        "(install CuPy and run on a GPU machine)")
+    return be.from_dlpack(obj)
+
+
+def synchronize(buf):
+    """Wait until the work producing `buf` is done (no-op on the CPU)."""
+    be = backend_of_buffer(buf)
+    sync = getattr(be, "synchronize", None)
+    if sync is not None:
+        sync(buf)
+
+
 def impl_for(prim, bufs):
     """The impl of `prim` for the backend owning the first device buffer among `bufs`."""
     for b in bufs:

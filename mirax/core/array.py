@@ -104,6 +104,9 @@ class Array(ArrayOps):
         sync = getattr(self._buf, "block_until_ready", None)
         if sync is not None:
             sync()
+        elif not isinstance(self._buf, (np.ndarray, np.generic)):  # a device buffer
+            from mirax.backends import synchronize
+            synchronize(self._buf)
         return self
 
     def __repr__(self):

@@ -1,0 +1,126 @@
+"""The CUDA backend: buffers are CuPy arrays on `cuda:N`; an optional extra (needs CuPy).
+
+Importing this package without CuPy raises ImportError, which the registry
+(backends/__init__.py) reads as "no CUDA". What it claims, per primitive (library.py):
+explicit CuPy impls, NumPy reference impls that run unchanged on CuPy buffers, row
+kernels for softmax & co, and composites' bodies compiled for CUDA ("decomposed");
+everything else runs through the host and is counted so in the dispatch report
+(`MIRAX_DEBUG=1`). `compile(graph)` is runtime.lower: fusion nodes become generated
+kernels (codegen.py). Nothing outside this package imports CuPy.
+"""
+from __future__ import annotations
+
+import os
+
+import cupy as cp
+import numpy as np
+
+from mirax.backends.base import Backend, Device
+from mirax.backends.cuda import library, runtime
+from mirax.core import trace as _trace
+
+_COMPOSITE_ROWS = {"softmax": "softmax", "log_softmax": "log_softmax",
+                   "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
+
+
+class CudaBackend(Backend):
+    platform = "cuda"
+    fuses = True  # fusion nodes become one generated kernel each
+
+    def __init__(self):
+        super().__init__()
+        try:
+            n = cp.cuda.runtime.getDeviceCount()
+        except Exception:  # noqa: BLE001 - no driver: no devices
+            n = 0
+        self._devices = [Device("cuda", i, self) for i in range(n)]
+        self._explicit = library.explicit_impls()
+        self._table: dict = {}   # primitive name -> (impl, how)
+        self.failures: dict = {}  # (name, dtypes) -> the error of a native impl that raised;
+        # such signatures run on the host from then on (MIRAX_CUDA_STRICT=1 raises instead)
+        self.strict = os.environ.get("MIRAX_CUDA_STRICT", "") not in ("", "0")
+
+    # --- buffers ----------------------------------------------------------------------------
+    def devices(self):
+        return self._devices
+
+    def owns(self, buf) -> bool:
+        return isinstance(buf, cp.ndarray)
+
+    def to_host(self, buf):
+        return cp.asnumpy(buf)
+
+    def from_host(self, host, device: Device):
+        _trace.nonhost_buffers[0] = True
+        with cp.cuda.Device(device.id):
+            return cp.asarray(np.asarray(host))
+
+    def from_dlpack(self, obj):
+        _trace.nonhost_buffers[0] = True
+        return cp.from_dlpack(obj).copy()  # a copy: mx.Array is immutable
+
+    def device_of(self, buf) -> Device:
+        return self._devices[buf.device.id]
+
+    def synchronize(self, buf=None):
+        cp.cuda.get_current_stream().synchronize()
+
+    def writes_into(self, node) -> bool:
+        return False
+
+    # --- dispatch ---------------------------------------------------------------------------
+    def impl(self, prim):
+        entry = self._table.get(prim.name)
+        if entry is None:
+            entry = self._table[prim.name] = self._make(prim)
+        fn, how = entry
+        self.report[(prim.name, how)] += 1
+        return fn
+
+    def _make(self, prim):
+        name = prim.name
+        if name in _COMPOSITE_ROWS:
+            return self._guarded(prim, runtime.row_impl(prim, _COMPOSITE_ROWS[name])), "native"
+        if name in self._explicit:
+            return self._guarded(prim, self._explicit[name]), "native"
+        if name in library.REFERENCE_OK and prim.impl is not None:
+            return self._guarded(prim, prim.impl), "native"
+        if prim.decomposition is not None:
+            return self._guarded(prim, runtime.body_impl(prim)), "decomposed"
+        return self._host_fallback(prim), "host-fallback"
+
+    def _guarded(self, prim, fn):
+        """Run `fn` on device buffers; if CuPy cannot (a dtype or case it lacks), run on
+        the host instead, count it, and remember the signature."""
+        host = self._host_fallback(prim)
+        to_device, multiple, name = library.to_device, prim.multiple_results, prim.name
+
+        def run(*bufs, **params):
+            bufs = [to_device(b) for b in bufs]
+            sig = (name, tuple(getattr(b, "dtype", None) for b in bufs))
+            if sig not in self.failures:
+                try:
+                    out = fn(*bufs, **params)
+                except Exception as e:  # noqa: BLE001 - the host impl raises real errors again
+                    if self.strict:
+                        raise
+                    self.failures[sig] = f"{type(e).__name__}: {e}"[:300]
+                else:
+                    if multiple:
+                        return [to_device(o) for o in out]
+                    return to_device(out)
+            self.report[(name, "host-fallback")] += 1
+            return host(*bufs, **params)
+        return run
+
+    def _host_fallback(self, prim):
+        def run(*bufs, **params):
+            host = [cp.asnumpy(b) if isinstance(b, cp.ndarray) else b for b in bufs]
+            out = prim.impl(*host, **params)
+            if prim.multiple_results:
+                return [cp.asarray(np.asarray(o)) for o in out]
+            return cp.asarray(np.asarray(out))
+        return run
+
+    def compile(self, graph):
+        return runtime.lower(self, graph)

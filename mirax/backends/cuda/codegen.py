@@ -1,0 +1,487 @@
+"""CUDA C generation: fusion nodes become one NVRTC-compiled kernel; rows ops get row kernels.
+
+Where it sits: runtime.py lowers a planned Graph; each `fusion` node (compiler/fusion.py)
+comes here. A chain of elementwise ops becomes one `cupy.ElementwiseKernel` (inputs
+broadcast by CuPy, values held in registers, one read of each input and one write of
+each output); a chain ending in a reduction becomes one `cupy.ReductionKernel` whose map
+step is the chain. 0-d constants are inlined as literals. f16 values are computed in
+float32 and rounded on store. Kernels are cached in memory by source, and CuPy caches
+the compiled binaries on disk by source hash. MIRAX_DEBUG=3 prints each source.
+
+`Unsupported` means "no kernel for this": the runtime then runs the group op by op.
+
+Row kernels (softmax, log_softmax, layer_norm, rms_norm over the last axis): one block per
+row, the row held in registers (ITEMS values per thread), block reductions by warp
+shuffles; one read and one write of the data.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import cupy as cp
+import numpy as np
+
+from mirax.core import dtypes
+
+
+class Unsupported(Exception):
+    pass
+
+
+_CTYPE = {
+    np.dtype(np.float16): "float", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+    np.dtype(np.bool_): "bool", np.dtype(np.int8): "signed char", np.dtype(np.int16): "short",
+    np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
+    np.dtype(np.uint8): "unsigned char", np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long",
+}
+_PARAM = {d: np.dtype(d).name for d in _CTYPE}
+
+
+def ctype(dtype) -> str:
+    try:
+        return _CTYPE[np.dtype(dtype)]
+    except KeyError:
+        raise Unsupported(f"no CUDA C type for {dtypes.short_name(dtype)}") from None
+
+
+def _debug(kind: str, name: str, src: str):
+    from mirax.compiler.pipeline import debug_level
+    if debug_level() >= 3:
+        print(f"// --- mirax CUDA {kind} {name} ---\n{src}", file=sys.stderr)
+
+
+# --- literals and expressions -----------------------------------------------------------------
+def literal(value, dtype) -> str:
+    dtype = np.dtype(dtype)
+    v = np.asarray(value).reshape(()).item()
+    ct = ctype(dtype)
+    if dtype == np.bool_:
+        return "true" if v else "false"
+    if ct in ("float", "double"):
+        v = float(v)
+        f = ct == "float"
+        if math.isnan(v):
+            return "__int_as_float(0x7fc00000)" if f else \
+                "__longlong_as_double(0x7ff8000000000000LL)"
+        if math.isinf(v):
+            inf = "__int_as_float(0x7f800000)" if f else \
+                "__longlong_as_double(0x7ff0000000000000LL)"
+            return inf if v > 0 else f"(-{inf})"
+        return f"({v!r}f)" if f else f"({v!r})"
+    if dtype.kind == "u":
+        return f"(({ct}){int(v)}ULL)"
+    return f"(({ct}){int(v)}LL)"
+
+
+def _fn(ct, name):
+    return name + "f" if ct == "float" else name
+
+
+def _isfloat(ct):
+    return ct in ("float", "double")
+
+
+def _unary(name, a, ct):
+    if name == "neg":
+        return f"(-{a})"
+    if name == "abs":
+        return f"{_fn(ct, 'fabs')}({a})" if _isfloat(ct) else f"({a} < 0 ? -{a} : {a})"
+    if name == "sign":
+        s = f"({ct})(({a} > 0) - ({a} < 0))"
+        return f"(isnan({a}) ? {a} : {s})" if _isfloat(ct) else s
+    if name == "not":
+        return f"(!{a})" if ct == "bool" else f"(({ct})~{a})"
+    if name == "is_finite":
+        return f"isfinite({a})"
+    if not _isfloat(ct):
+        raise Unsupported(f"{name} on {ct}")
+    one = "1.0f" if ct == "float" else "1.0"
+    simple = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log1p": "log1p",
+              "sqrt": "sqrt", "cbrt": "cbrt", "tanh": "tanh", "sin": "sin", "cos": "cos",
+              "tan": "tan", "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh",
+              "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh",
+              "erf": "erf", "erfc": "erfc", "erf_inv": "erfinv", "lgamma": "lgamma",
+              "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "rint"}
+    if name in simple:
+        return f"{_fn(ct, simple[name])}({a})"
+    if name == "rsqrt":
+        return f"({one} / {_fn(ct, 'sqrt')}({a}))"
+    if name == "logistic":
+        return f"({one} / ({one} + {_fn(ct, 'exp')}(-{a})))"
+    raise Unsupported(name)
+
+
+def _binary(name, a, b, ct):
+    arith = {"add": "+", "sub": "-", "mul": "*"}
+    if name in arith:
+        return f"({a} {arith[name]} {b})"
+    cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+    if name in cmp:
+        return f"({a} {cmp[name]} {b})"
+    if name in ("max", "min"):
+        op = ">" if name == "max" else "<"
+        if _isfloat(ct):  # NaN-propagating, as np.maximum / np.minimum
+            return f"((isnan({a}) || {a} {op} {b}) ? {a} : {b})"
+        return f"({a} {op} {b} ? {a} : {b})"
+    if name in ("and", "or", "xor"):
+        if ct == "bool":
+            return {"and": f"({a} && {b})", "or": f"({a} || {b})", "xor": f"({a} != {b})"}[name]
+        return f"(({ct})({a} {dict(zip(('and', 'or', 'xor'), '&|^'))[name]} {b}))"
+    if not _isfloat(ct):
+        raise Unsupported(f"{name} on {ct}")
+    if name == "div":
+        return f"({a} / {b})"
+    fns = {"rem": "fmod", "pow": "pow", "atan2": "atan2", "nextafter": "nextafter"}
+    if name in fns:
+        return f"{_fn(ct, fns[name])}({a}, {b})"
+    raise Unsupported(name)
+
+
+def _convert(a, src, dst) -> str:
+    src, dst = np.dtype(src), np.dtype(dst)
+    ct = ctype(dst)
+    if dst == np.bool_:
+        return f"({a} != 0)"
+    if dst == np.float16:  # round through half precision
+        return f"((float)(float16)({a}))"
+    return f"(({ct})({a}))"
+
+
+def node_expr(node, args: list[str]) -> str:
+    """The C expression for one elementwise node over argument expressions `args`."""
+    from mirax.ops import elementwise as ew
+    name = node.prim.name
+    out = node.outputs[0].aval.dtype
+    if name == "convert_element_type":
+        return _convert(args[0], node.inputs[0].aval.dtype, out)
+    if name == "select":
+        return f"({args[0]} ? {args[1]} : {args[2]})"
+    ct = ctype(node.inputs[0].aval.dtype)
+    if name in ew.UNARY_OPS:
+        e = _unary(name, args[0], ct)
+    elif name in ew.BINARY_OPS:
+        e = _binary(name, args[0], args[1], ct)
+    else:
+        raise Unsupported(name)
+    if out == np.float16:  # each op rounds to half, as NumPy's float16 loops do
+        e = f"((float)(float16)({e}))"
+    return e
+
+
+# --- fusion kernels ---------------------------------------------------------------------------
+_kernels: dict = {}  # source -> compiled CuPy kernel object
+
+REDUCE = {  # name -> (reduce_expr, identity for floats, identity for ints)
+    "reduce_sum": ("a + b", "0", "0"),
+    "reduce_prod": ("a * b", "1", "1"),
+    "reduce_max": ("(isnan(a) || a > b) ? a : b", "-INF", "MIN"),
+    "reduce_min": ("(isnan(a) || a < b) ? a : b", "INF", "MAX"),
+}
+
+
+def _chain(sub, inline: dict, stop=None):
+    """Body lines computing every node of `sub` (up to `stop`), the C name of each Var,
+    and the parameters: (lines, names, params) with params [(index, Var)]."""
+    names, params, lines = {}, [], []
+    for i, v in enumerate(sub.inputs):
+        if v in inline:
+            names[v] = literal(inline[v], v.aval.dtype)
+        else:
+            params.append((i, v))
+            names[v] = f"a{i}"
+            lines.append(f"const {ctype(v.aval.dtype)} a{i} = ({ctype(v.aval.dtype)})x{i};")
+    for k, node in enumerate(sub.nodes):
+        if node is stop:
+            break
+        o = node.outputs[0]
+        lines.append(f"const {ctype(o.aval.dtype)} v{k} = "
+                     f"{node_expr(node, [names[v] for v in node.inputs])};")
+        names[o] = f"v{k}"
+    return lines, names, params
+
+
+def _param_decl(params) -> str:
+    for _, v in params:
+        if np.dtype(v.aval.dtype) not in _PARAM:
+            raise Unsupported(f"parameter of {dtypes.short_name(v.aval.dtype)}")
+    return ", ".join(f"{_PARAM[np.dtype(v.aval.dtype)]} x{i}" for i, v in params)
+
+
+def _compiled(kind, src, make):
+    k = _kernels.get((kind, src))
+    if k is None:
+        _debug(kind, "", src)
+        k = _kernels[(kind, src)] = make()
+    return k
+
+
+def elementwise_kernel(sub, inline: dict, outputs, name="fused"):
+    """A callable(*inputs) -> [outputs] computing `outputs` (Vars of `sub`) in one kernel."""
+    lines, names, params = _chain(sub, inline)
+    if not params:
+        raise Unsupported("no array input")
+    for j, o in enumerate(outputs):
+        if np.dtype(o.aval.dtype) not in _PARAM:
+            raise Unsupported("output dtype")
+        lines.append(f"y{j} = {names[o]};")
+    in_decl = _param_decl(params)
+    out_decl = ", ".join(f"{_PARAM[np.dtype(o.aval.dtype)]} y{j}" for j, o in enumerate(outputs))
+    body = "\n".join(lines)
+    kname = f"mirax_{name}"[:60]
+    kern = _compiled("elementwise", f"{in_decl}|{out_decl}|{body}",
+                     lambda: cp.ElementwiseKernel(in_decl, out_decl, body, kname))
+    idx = [i for i, _ in params]
+    shape = tuple(outputs[0].aval.shape)
+    out_dtypes = [o.aval.dtype for o in outputs]
+
+    def run(*bufs):
+        outs = [cp.empty(shape, d) for d in out_dtypes]
+        kern(*[bufs[i] for i in idx], *outs)
+        return outs
+    run.source = body
+    return run
+
+
+def reduction_kernel(sub, inline: dict, name="fused"):
+    """A callable for a chain ending in one reduction whose result is the only output."""
+    red = sub.nodes[-1]
+    expr_name, f_id, i_id = REDUCE[red.prim.name]
+    src = red.inputs[0]
+    lines, names, params = _chain(sub, inline, stop=red)
+    if not params:
+        raise Unsupported("no array input")
+    dt = np.dtype(red.outputs[0].aval.dtype)
+    if dt == dtypes.bfloat16 or dt not in _PARAM:
+        raise Unsupported("reduction dtype")
+    acc = "double" if dt == np.float64 else "float" if dt.kind == "f" else ctype(dt)
+    if dt.kind == "f":
+        inf = literal(np.inf, dt if dt != np.float16 else np.float32)
+        identity = {"0": "0", "1": "1", "-INF": f"(-{inf})", "INF": inf}[f_id]
+        reduce_expr = expr_name
+    else:
+        if dt == np.bool_:
+            raise Unsupported("bool reduction")
+        info = np.iinfo(dt)
+        lim = {"MIN": str(info.min), "MAX": str(info.max)}
+        identity = lim.get(i_id, i_id) + ("LL" if dt.kind == "i" else "ULL")
+        reduce_expr = expr_name.replace("isnan(a) || ", "")
+    tparams = ", ".join(f"typename T{i}" for i, _ in params)
+    fargs = ", ".join(f"T{i} x{i}" for i, _ in params)
+    preamble = (f"template <{tparams}>\n__device__ __forceinline__ {acc} mirax_map({fargs}) {{\n"
+                + "\n".join("  " + ln for ln in lines)
+                + f"\n  return ({acc})({names[src]});\n}}\n")
+    in_decl = _param_decl(params)
+    call = f"mirax_map({', '.join(f'x{i}' for i, _ in params)})"
+    out_decl = f"{_PARAM[dt]} y"
+    kname = f"mirax_{name}"[:60]
+    src_key = f"{in_decl}|{out_decl}|{preamble}// map: {call}; reduce: {reduce_expr}, {identity}"
+    kern = _compiled("reduction", src_key, lambda:
+                     cp.ReductionKernel(in_decl, out_decl, call, reduce_expr, f"y = ({acc})a",
+                                        identity, kname, reduce_type=acc, preamble=preamble))
+    idx = [i for i, _ in params]
+    shape = tuple(src.aval.shape)
+    axes = tuple(red.params["axes"])
+
+    def run(*bufs):
+        ins = [cp.broadcast_to(bufs[i], shape) for i in idx]
+        return [kern(*ins, axis=axes)]
+    return run
+
+
+# --- row kernels (softmax, log_softmax, layer_norm, rms_norm over the last axis) -----------------
+_ROW_COMMON = r"""
+#define BLOCK {block}
+#define ITEMS {items}
+#define D {d}
+typedef {t} T;
+#define NEG_INF (-(T)__int_as_float(0x7f800000))
+#define EXP {exp}
+#define LOG {log}
+#define SQRT {sqrt}
+#define FMAX {fmax}
+__device__ __forceinline__ T warp_sum(T v) {{
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+  return v;
+}}
+__device__ __forceinline__ T warp_max(T v) {{
+  for (int o = 16; o > 0; o >>= 1) v = FMAX(v, __shfl_xor_sync(0xffffffff, v, o));
+  return v;
+}}
+__device__ T block_sum(T v, T* sh) {{
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = threadIdx.x < (BLOCK >> 5) ? sh[threadIdx.x] : (T)0;
+  if (w == 0) v = warp_sum(v);
+  if (threadIdx.x == 0) sh[0] = v;
+  __syncthreads();
+  T r = sh[0];
+  __syncthreads();
+  return r;
+}}
+__device__ T block_max(T v, T* sh) {{
+  v = warp_max(v);
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (lane == 0) sh[w] = v;
+  __syncthreads();
+  v = threadIdx.x < (BLOCK >> 5) ? sh[threadIdx.x] : NEG_INF;
+  if (w == 0) v = warp_max(v);
+  if (threadIdx.x == 0) sh[0] = v;
+  __syncthreads();
+  T r = sh[0];
+  __syncthreads();
+  return r;
+}}
+"""
+
+_ROW_BODY = {
+    "softmax": r"""
+extern "C" __global__ void mirax_softmax(const T* __restrict__ x, T* __restrict__ y) {{
+  __shared__ T sh[32];
+  const size_t base = (size_t)blockIdx.x * D;
+  T v[ITEMS];
+  T m = NEG_INF;
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    v[i] = j < D ? x[base + j] : NEG_INF;
+    m = FMAX(m, v[i]);
+  }}
+  m = block_max(m, sh);
+  if (!isfinite(m)) m = 0;
+  T s = 0;
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    v[i] = j < D ? EXP(v[i] - m) : (T)0;
+    s += v[i];
+  }}
+  s = block_sum(s, sh);
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    if (j < D) y[base + j] = v[i] / s;
+  }}
+}}
+""",
+    "log_softmax": r"""
+extern "C" __global__ void mirax_log_softmax(const T* __restrict__ x, T* __restrict__ y) {{
+  __shared__ T sh[32];
+  const size_t base = (size_t)blockIdx.x * D;
+  T v[ITEMS];
+  T m = NEG_INF;
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    v[i] = j < D ? x[base + j] : NEG_INF;
+    m = FMAX(m, v[i]);
+  }}
+  m = block_max(m, sh);
+  if (!isfinite(m)) m = 0;
+  T s = 0;
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    v[i] = v[i] - m;
+    s += j < D ? EXP(v[i]) : (T)0;
+  }}
+  const T ls = LOG(block_sum(s, sh));
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    if (j < D) y[base + j] = v[i] - ls;
+  }}
+}}
+""",
+    "layer_norm": r"""
+extern "C" __global__ void mirax_layer_norm(const T* __restrict__ x, const T* __restrict__ w,
+                                            const T* __restrict__ b, T* __restrict__ y, T eps) {{
+  __shared__ T sh[32];
+  const size_t base = (size_t)blockIdx.x * D;
+  T v[ITEMS];
+  T s = 0;
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    v[i] = j < D ? x[base + j] : (T)0;
+    s += v[i];
+  }}
+  const T mean = block_sum(s, sh) / D;
+  T q = 0;
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    v[i] = v[i] - mean;
+    q += j < D ? v[i] * v[i] : (T)0;
+  }}
+  const T inv = (T)1 / SQRT(block_sum(q, sh) / D + eps);
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    if (j < D) {{
+      T r = v[i] * inv;
+      if (HAS_W) r = r * w[j];
+      if (HAS_B) r = r + b[j];
+      y[base + j] = r;
+    }}
+  }}
+}}
+""",
+    "rms_norm": r"""
+extern "C" __global__ void mirax_rms_norm(const T* __restrict__ x, const T* __restrict__ w,
+                                          T* __restrict__ y, T eps) {{
+  __shared__ T sh[32];
+  const size_t base = (size_t)blockIdx.x * D;
+  T v[ITEMS];
+  T q = 0;
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    v[i] = j < D ? x[base + j] : (T)0;
+    q += v[i] * v[i];
+  }}
+  const T inv = (T)1 / SQRT(block_sum(q, sh) / D + eps);
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    if (j < D) {{
+      T r = v[i] * inv;
+      if (HAS_W) r = r * w[j];
+      y[base + j] = r;
+    }}
+  }}
+}}
+""",
+}
+
+MAX_ITEMS = 32
+
+
+def row_geometry(d: int) -> tuple[int, int]:
+    """(threads per block, values per thread) for rows of length d."""
+    block = 32
+    while block < 1024 and block * 8 < d:
+        block *= 2
+    return block, -(-d // block)
+
+
+def row_kernel(op: str, dtype, d: int, has_w=False, has_b=False):
+    """The compiled row kernel for `op` on rows of `d` values, or Unsupported."""
+    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise Unsupported(f"{op} row kernel on {dtypes.short_name(dtype)}")
+    block, items = row_geometry(d)
+    if d == 0 or items > MAX_ITEMS:
+        raise Unsupported(f"{op} row of {d}")
+    t = "float" if np.dtype(dtype) == np.float32 else "double"
+    src = (f"#define HAS_W {int(has_w)}\n#define HAS_B {int(has_b)}\n"
+           + _ROW_COMMON.format(block=block, items=items, d=d, t=t, exp=_fn(t, "exp"),
+                                log=_fn(t, "log"), sqrt=_fn(t, "sqrt"), fmax=_fn(t, "fmax"))
+           + _ROW_BODY[op].format())
+    kern = _kernels.get(("row", src))
+    if kern is None:
+        _debug("row kernel", op, src)
+        kern = _kernels[("row", src)] = cp.RawKernel(src, f"mirax_{op}")
+    return kern, block

@@ -1,0 +1,260 @@
+"""CUDA impls of primitives on CuPy buffers: the table the backend claims as native.
+
+Three kinds of entries, each a function `(*bufs, **params) -> buffer(s)`:
+- explicit CuPy code (dot_general through cuBLAS, reductions accumulating f16/bf16 in
+  float32, casts, iota, pad, linalg through cuSOLVER, erf & co through cupyx);
+- the NumPy reference impl run unchanged on CuPy buffers (`REFERENCE_OK`): NumPy hands
+  ufuncs and most array functions to CuPy (`__array_ufunc__` / `__array_function__`),
+  so `np.exp(x)` on a CuPy array is `cupy.exp(x)`; the CUDA tests check each listed
+  primitive against NumPy;
+- composites (softmax, layer_norm, ...): the row kernels of codegen.py where they apply,
+  else the body compiled for CUDA (runtime.py), so no composite goes through the host.
+
+Every entry runs under `guarded`: host buffers among the arguments move to the device,
+and if CuPy cannot run the op (a dtype it lacks, say) the call falls back to the host
+and is counted so in the dispatch report. Nothing here is imported without CuPy.
+"""
+from __future__ import annotations
+
+import functools
+
+import cupy as cp
+import numpy as np
+
+from mirax.core import dtypes
+
+LOW = (dtypes.float16, dtypes.bfloat16)
+
+# Reference impls verified to run on CuPy buffers (tests/cuda/test_cuda.py checks each).
+REFERENCE_OK = {
+    # elementwise (ufuncs, or ufuncs under np.errstate, or np.where/np.sign compositions)
+    "neg", "sign", "floor", "ceil", "round", "trunc", "abs", "exp", "exp2", "expm1", "log",
+    "log1p", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sin", "cos", "tan", "asin",
+    "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "not", "is_finite",
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and",
+    "or", "xor", "shift_left", "shift_right", "eq", "ne", "lt", "le", "gt", "ge", "select",
+    # shape
+    "broadcast_in_dim", "reshape", "transpose", "concatenate", "rev", "slice",
+    # transforms whose impl runs a Python body on Arrays (eager dispatch keeps it on device)
+    "custom_jvp_call", "custom_vjp_call", "checkpoint", "stop_gradient",
+}
+
+
+def to_device(b):
+    """A CuPy buffer for a host value (NumPy arrays and scalars); CuPy buffers as they are."""
+    if isinstance(b, cp.ndarray):
+        return b
+    if isinstance(b, (np.ndarray, np.generic)):
+        return cp.asarray(b)
+    return b
+
+
+# --- elementwise --------------------------------------------------------------------------
+def _special(name):
+    import cupyx.scipy.special as sp
+    fns = {"erf": sp.erf, "erfc": sp.erfc, "erf_inv": sp.erfinv, "lgamma": sp.gammaln,
+           "digamma": sp.digamma, "polygamma1": lambda x: sp.polygamma(1, x)}
+    fn = fns[name]
+
+    def run(x):
+        if x.dtype in LOW:  # cupyx.special has no half kernels
+            return fn(x.astype(cp.float32)).astype(x.dtype)
+        return fn(x)
+    return run
+
+
+def convert(x, *, new_dtype, weak_type=False):
+    return x.astype(new_dtype)
+
+
+# --- reductions -------------------------------------------------------------------------
+def reduce_sum(x, *, axes):
+    if x.dtype in LOW:  # accumulate half precision in float32
+        return cp.sum(x, axis=axes, dtype=cp.float32).astype(x.dtype)
+    return cp.sum(x, axis=axes, dtype=x.dtype)
+
+
+def reduce_prod(x, *, axes):
+    if x.dtype in LOW:
+        return cp.prod(x, axis=axes, dtype=cp.float32).astype(x.dtype)
+    return cp.prod(x, axis=axes, dtype=x.dtype)
+
+
+def reduce_max(x, *, axes):
+    return cp.max(x, axis=axes)
+
+
+def reduce_min(x, *, axes):
+    return cp.min(x, axis=axes)
+
+
+def argmax(x, *, axis, index_dtype):
+    return cp.argmax(x, axis=axis).astype(index_dtype)
+
+
+def argmin(x, *, axis, index_dtype):
+    return cp.argmin(x, axis=axis).astype(index_dtype)
+
+
+# --- shape ----------------------------------------------------------------------------------
+def iota(*, dtype, shape, dimension):
+    r = cp.arange(shape[dimension], dtype=dtype)
+    return cp.broadcast_to(r.reshape([-1 if i == dimension else 1
+                                      for i in range(len(shape))]), shape)
+
+
+def pad(x, v, *, padding_config):
+    """Edge padding (negative = crop) and interior padding, into a `v`-filled buffer."""
+    shape, dst, src = [], [], []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        full = n + max(n - 1, 0) * interior  # the interior-padded extent
+        size = lo + full + hi
+        shape.append(max(size, 0))
+        # positions of x's elements in the output, then crop those that fall outside
+        first = lo
+        step = interior + 1
+        keep = [i for i in range(n) if 0 <= first + i * step < size]
+        if not keep:
+            dst.append(slice(0, 0))
+            src.append(slice(0, 0))
+            continue
+        a, b = keep[0], keep[-1]
+        dst.append(slice(first + a * step, first + b * step + 1, step))
+        src.append(slice(a, b + 1))
+    out = cp.empty(tuple(shape), x.dtype)
+    out[...] = v
+    out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+# --- dot_general ------------------------------------------------------------------------------
+_CUDA_TYPE = {np.dtype(np.float16): 2, dtypes.bfloat16: 14, np.dtype(np.float32): 0}
+_COMPUTE_32F = 68   # CUBLAS_COMPUTE_32F
+_GEMM_DEFAULT = -1  # CUBLAS_GEMM_DEFAULT
+_ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)
+
+
+def _gemm_half(a, b):
+    """Row-major a[m,k] @ b[k,n] for f16/bf16 via cublasGemmEx, float32 accumulation.
+
+    Row-major C = A B is column-major C^T = B^T A^T: call gemm on (b, a) untransposed."""
+    from cupy_backends.cuda.libs import cublas
+    a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
+    m, k = a.shape
+    n = b.shape[1]
+    c = cp.empty((m, n), a.dtype)
+    t = _CUDA_TYPE[a.dtype]
+    handle = cp.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+    cublas.gemmEx(handle, 0, 0, n, m, k, _ONE.ctypes.data, b.data.ptr, t, n,
+                  a.data.ptr, t, k, _ZERO.ctypes.data, c.data.ptr, t, n,
+                  _COMPUTE_32F, _GEMM_DEFAULT)
+    return c
+
+
+def _matmul2d(a, b):
+    if a.dtype in LOW and a.shape[0] and a.shape[1] and b.shape[1]:
+        try:
+            return _gemm_half(a, b)
+        except Exception:  # noqa: BLE001 - an old CuPy without gemmEx: the float32 way
+            return cp.matmul(a.astype(cp.float32), b.astype(cp.float32)).astype(a.dtype)
+    return cp.matmul(a, b)
+
+
+def dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lf = tuple(i for i in range(lhs.ndim) if i not in lc and i not in lb)
+    rf = tuple(i for i in range(rhs.ndim) if i not in rc and i not in rb)
+    out_dtype = preferred_element_type or lhs.dtype
+    bshape = tuple(lhs.shape[a] for a in lb)
+    m = int(np.prod([lhs.shape[a] for a in lf]))
+    n = int(np.prod([rhs.shape[a] for a in rf]))
+    k = int(np.prod([lhs.shape[a] for a in lc]))
+    nb = int(np.prod(bshape))
+    a_ = cp.transpose(lhs, lb + lf + lc)
+    b_ = cp.transpose(rhs, rb + rc + rf)
+    if nb == 1:
+        out = _matmul2d(a_.reshape(m, k), b_.reshape(k, n))
+    elif lhs.dtype in LOW:
+        out = cp.matmul(a_.reshape(nb, m, k).astype(cp.float32),
+                        b_.reshape(nb, k, n).astype(cp.float32))
+    else:
+        out = cp.matmul(a_.reshape(nb, m, k), b_.reshape(nb, k, n))
+    shape = bshape + tuple(lhs.shape[a] for a in lf) + tuple(rhs.shape[a] for a in rf)
+    return out.reshape(shape).astype(out_dtype, copy=False)
+
+
+# --- linalg (cuSOLVER through cupy.linalg) -------------------------------------------------------
+def _linalg() -> dict:
+    """cholesky stays on the host: NumPy's NaN factors for non-positive-definite input are
+    the contract there, and cuSOLVER reports that case differently."""
+    la = cp.linalg
+    return {
+        "inv": la.inv,
+        "det": la.det,
+        "slogdet": lambda a: [o.astype(a.dtype) for o in la.slogdet(a)],
+        "eigh": lambda a: list(la.eigh(a, UPLO="L")),
+        "qr": lambda a: list(la.qr(a, mode="reduced")),
+        "svd": lambda a: list(la.svd(a, full_matrices=False)),
+    }
+
+
+# --- control flow: run the sub-graphs compiled for CUDA -----------------------------------------
+def _cond(index, *args, branches):
+    from mirax.backends.cuda.runtime import executable
+    k = min(max(int(index), 0), len(branches) - 1)
+    return executable(branches[k])(*args)
+
+
+def _while(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_steps):
+    from mirax.backends.cuda.runtime import executable
+    cc = list(args[:cond_nconsts])
+    bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
+    carry = list(args[cond_nconsts + body_nconsts:])
+    run_cond, run_body = executable(cond_graph), executable(body_graph)
+    n = 0
+    while (max_steps is None or n < max_steps) and bool(run_cond(*cc, *carry)[0]):
+        carry = run_body(*bc, *carry)
+        n += 1
+    return [to_device(c) for c in carry]
+
+
+def _scan(*args, body, num_consts, num_carry, length, reverse, checkpoint):
+    from mirax.backends.cuda.runtime import executable
+    consts = list(args[:num_consts])
+    carry = list(args[num_consts:num_consts + num_carry])
+    xs = list(args[num_consts + num_carry:])
+    run = executable(body)
+    ys = [cp.empty((length,) + tuple(a.shape), a.dtype)
+          for a in body.out_avals[num_carry:]]
+    for i in (range(length - 1, -1, -1) if reverse else range(length)):
+        out = run(*consts, *carry, *[x[i] for x in xs])
+        carry = out[:num_carry]
+        for y, o in zip(ys, out[num_carry:]):
+            y[i] = o
+    return [to_device(c) for c in carry] + ys
+
+
+def _call(*args, graph):
+    from mirax.backends.cuda.runtime import executable
+    return executable(graph)(*args)
+
+
+def explicit_impls() -> dict:
+    """Primitive name -> CuPy impl (before `guarded` wrapping)."""
+    table = {
+        "convert_element_type": convert,
+        "reduce_sum": reduce_sum, "reduce_prod": reduce_prod,
+        "reduce_max": reduce_max, "reduce_min": reduce_min,
+        "argmax": argmax, "argmin": argmin,
+        "iota": iota, "pad": pad, "dot_general": dot_general,
+        "cond": _cond, "while": _while, "scan": _scan, "call": _call,
+    }
+    for name in ("erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma1"):
+        table[name] = _special(name)
+    table.update(_linalg())
+    return table
+
+
+def partial(fn, params):
+    return functools.partial(fn, **params) if params else fn

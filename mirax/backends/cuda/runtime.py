@@ -1,0 +1,225 @@
+"""CUDA execution: a planned Graph becomes one straight-line Python function of CuPy calls
+and generated kernels.
+
+Where it sits: `jit` (through the `call` primitive's CUDA impl), `mx.ir.compile(graph,
+"cuda")` and eager composites come here. `lower` first inlines the composites this backend
+has no fused kernel for (so gelu(x*w+b) becomes one elementwise chain) and re-runs the
+pass pipeline when it did, then writes one line per node: fusion nodes call the kernel
+from codegen.py (or, where codegen has none, their nodes one by one), other nodes call
+the backend's impl with params bound. Dead intermediates are dropped after their last
+use so the CuPy pool can reuse their memory. MIRAX_DEBUG=3 prints the plan.
+
+Invariant: a plan takes and returns CuPy buffers (host inputs are moved to the device on
+entry); `graph.cache[("exe", "cuda")]` holds it.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+
+import cupy as cp
+import numpy as np
+
+from mirax.backends.cuda import codegen
+from mirax.backends.cuda.library import to_device
+from mirax.core.avals import ShapedArray
+from mirax.ir.graph import Graph
+
+# Composites with a hand-written CUDA kernel: left whole by `lower` (others are inlined).
+KEEP = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm"})
+
+
+def backend():
+    from mirax.backends import _load_cuda
+    return _load_cuda()
+
+
+def executable(graph: Graph):
+    """The CUDA plan of `graph`, compiled once (optimize, then `lower`) and cached."""
+    from mirax.transforms.jit import executable as exe
+    return exe(graph, "cuda")
+
+
+def _needs_decompose(graph: Graph) -> bool:
+    from mirax.compiler.fusion import fusion_p
+    for n in graph.nodes:
+        if n.prim is fusion_p:
+            if _needs_decompose(n.params["graph"]):
+                return True
+        elif n.prim.decomposition is not None and n.prim.name not in KEEP and \
+                not hasattr(n.prim, "tape_rule"):
+            return True
+    return False
+
+
+def prepare(be, graph: Graph) -> Graph:
+    """Inline the composites without a CUDA kernel, then optimize again (re-fuse)."""
+    if not _needs_decompose(graph):
+        return graph
+    from mirax.compiler import optimize
+    from mirax.compiler.decompose import decompose
+    from mirax.compiler.fusion import fusion_p
+    keep = KEEP | {name for name, p in _registry().items() if hasattr(p, "tape_rule")}
+    keep = keep - {fusion_p.name}
+    g = decompose(graph, keep)
+    g.cache.update({k: v for k, v in graph.cache.items() if k == "donate"})
+    return optimize(g, be)
+
+
+def _registry():
+    from mirax.core.primitive import registry
+    return registry
+
+
+def lower(be, graph: Graph):
+    """A callable(*buffers) -> list of CuPy buffers running `graph` on the GPU."""
+    from mirax.compiler.fusion import fusion_p
+    graph = prepare(be, graph)
+    names: dict = {}
+    env: dict = {}
+
+    def name(v):
+        if v not in names:
+            names[v] = f"v{len(names)}"
+        return names[v]
+
+    args = [name(v) for v in graph.inputs]
+    host_consts = {}  # 0-d host constants: fusion kernels inline them as literals
+    for v, buf in graph.consts.items():
+        buf = getattr(buf, "_buf", buf)  # an Array's buffer
+        env[name(v)] = buf if isinstance(buf, cp.ndarray) else \
+            cp.asarray(np.asarray(buf, v.aval.dtype))
+        if isinstance(buf, (np.ndarray, np.generic, bool, int, float)) and np.ndim(buf) == 0:
+            host_consts[v] = buf
+    last_use = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.inputs:
+            last_use[v] = i
+    keep = set(graph.outputs) | set(graph.inputs) | set(graph.consts)
+    body = []
+    for i, node in enumerate(graph.nodes):
+        k = f"_k{i}"
+        if node.prim is fusion_p:
+            env[k] = fusion_callable(be, node, host_consts)
+            be.report[("fusion", "native" if getattr(env[k], "fused", False)
+                       else "op-by-op")] += 1
+        else:
+            env[k] = functools.partial(be.impl(node.prim), **node.params) if node.params \
+                else be.impl(node.prim)
+        outs = ", ".join(name(o) for o in node.outputs)
+        lhs = outs + ("," if node.prim.multiple_results and len(node.outputs) == 1 else "")
+        body.append(f"{lhs} = {k}({', '.join(name(v) for v in node.inputs)})"
+                    f"  # {node.prim.name}")
+        dead = [name(v) for v in dict.fromkeys(node.inputs)
+                if last_use.get(v) == i and v not in keep]
+        if dead:
+            body.append(f"del {', '.join(dead)}")
+    body.append(f"return [{', '.join(name(v) for v in graph.outputs)}]")
+    src = "\n".join([f"def plan({', '.join(args)}):"] + ["    " + ln for ln in body])
+    from mirax.compiler.pipeline import debug_level
+    if debug_level() >= 3:
+        print(f"# --- generated CUDA plan for {graph.name} ---\n{src}", file=sys.stderr)
+    exec(compile(src, f"<mirax cuda plan {graph.name}>", "exec"), env)
+    plan = env["plan"]
+    in_dtypes = [v.aval.dtype for v in graph.inputs]
+
+    def run(*bufs):
+        return plan(*[b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
+                      for b, d in zip(bufs, in_dtypes)])
+    run.source = src
+    run.graph = graph
+    return run
+
+
+def fusion_callable(be, node, host_consts: dict):
+    """One generated kernel for a fusion node, or its nodes one by one when codegen has
+    none (an op or dtype it does not cover)."""
+    sub = node.params["graph"]
+    kname = node.params.get("name", "fused")
+    inline = {v: host_consts[v] for v in sub.inputs if v in host_consts}
+    try:
+        if sub.nodes[-1].prim.name in codegen.REDUCE:
+            red = sub.nodes[-1]
+            if list(sub.outputs) == [red.outputs[0]]:
+                run = codegen.reduction_kernel(sub, inline, kname)
+            else:  # other chain values are needed too: one elementwise kernel, then reduce
+                pre = Graph(kname)
+                pre.inputs, pre.nodes = sub.inputs, sub.nodes[:-1]
+                need = [o for o in sub.outputs if o is not red.outputs[0]]
+                if red.inputs[0] not in need:
+                    need.append(red.inputs[0])
+                ew = codegen.elementwise_kernel(pre, inline, need, kname)
+                reduce = functools.partial(be.impl(red.prim), **red.params)
+                pos = {v: j for j, v in enumerate(need)}
+
+                def run(*bufs, ew=ew, reduce=reduce, pos=pos, need=need):
+                    vals = ew(*bufs)
+                    r = reduce(vals[pos[red.inputs[0]]])
+                    return [r if o is red.outputs[0] else vals[pos[o]] for o in sub.outputs]
+        else:
+            run = codegen.elementwise_kernel(sub, inline, list(sub.outputs), kname)
+        run.fused = True
+        return run
+    except codegen.Unsupported:
+        sub_run = lower(be, sub)
+        return lambda *bufs: sub_run(*bufs)
+
+
+# --- composites on CUDA: a row kernel where one applies, else the body compiled -----------------
+def body_impl(prim):
+    """An impl running `prim`'s body as a compiled CUDA plan (cached per signature)."""
+    cache: dict = {}
+
+    def run(*bufs, **params):
+        bufs = [to_device(b) if not isinstance(b, (bool, int, float)) else
+                cp.asarray(b) for b in bufs]
+        key = (tuple((b.shape, b.dtype) for b in bufs), tuple(sorted(params.items())))
+        exe = cache.get(key)
+        if exe is None:
+            from mirax.ir.build import trace_to_graph
+            avals = [ShapedArray(b.shape, b.dtype, False) for b in bufs]
+
+            def fn(*xs):
+                out = prim.decomposition(*xs, **params)
+                return list(out) if prim.multiple_results else [out]
+            g, captured = trace_to_graph(fn, avals, prim.name)
+            assert not captured, f"{prim.name}: body captured an outer tracer"
+            exe = cache[key] = executable(g)
+        outs = exe(*bufs)
+        return outs if prim.multiple_results else outs[0]
+    return run
+
+
+def row_impl(prim, op):
+    """softmax & co over the last axis with codegen's row kernel; the body otherwise."""
+    fallback = body_impl(prim)
+
+    def run(*bufs, **params):
+        x = bufs[0]
+        if op in ("softmax", "log_softmax") and tuple(params["axes"]) != (-1,):
+            return fallback(*bufs, **params)
+        try:
+            d = x.shape[-1] if x.ndim else 0
+            has_w = params.get("has_weight", False)
+            has_b = params.get("has_bias", False)
+            kern, block = codegen.row_kernel(op, x.dtype, d, has_w, has_b)
+        except codegen.Unsupported:
+            return fallback(*bufs, **params)
+        x = cp.ascontiguousarray(x)
+        y = cp.empty_like(x)
+        rows = x.size // d
+        if rows == 0:
+            return y
+        extra = [cp.ascontiguousarray(b.astype(x.dtype, copy=False)) for b in bufs[1:]]
+        eps = x.dtype.type(params.get("eps", 0))
+        if op in ("softmax", "log_softmax"):
+            kern((rows,), (block,), (x, y))
+        elif op == "layer_norm":
+            w = extra.pop(0) if has_w else x
+            b = extra.pop(0) if has_b else x
+            kern((rows,), (block,), (x, w, b, y, eps))
+        else:
+            w = extra.pop(0) if has_w else x
+            kern((rows,), (block,), (x, w, y, eps))
+        return y
+    return run

@@ -1,0 +1,406 @@
+"""The CUDA backend against NumPy: every OpSpec op eagerly and under jit on `cuda:0`,
+derivatives and transform compositions on device arrays, fused kernels against the
+unfused plan, row kernels, interop and the dispatch report.
+
+Skipped cleanly without CuPy or without a GPU. Values are compared with the CPU backend
+(NumPy), with float32 tolerances widened a little for the GPU's math library (a few ulp).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+import zlib
+
+import numpy as np
+import pytest
+
+cp = pytest.importorskip("cupy")
+try:
+    _ngpu = cp.cuda.runtime.getDeviceCount()
+except Exception:  # noqa: BLE001 - no driver
+    _ngpu = 0
+if _ngpu == 0:
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import mirax as mx  # noqa: E402
+import mirax.numpy as mnp  # noqa: E402
+from mirax import backends  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from opspec import SHORT, SPECS, reference, value_tol  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+CUDA = backends.get_device("cuda")
+BE = CUDA.backend
+
+
+def _rng(*key):
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def _cuda(x):
+    return mx.device_put(x, "cuda")
+
+
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        return [y for v in x for y in _flat(v)]
+    return [x]
+
+
+def _close(got, want, rtol=2e-5, atol=1e-6, what=""):
+    got, want = _flat(got), _flat(want)
+    assert len(got) == len(want), what
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape, f"{what}: shape {g.shape}, expected {w.shape}"
+        if g.dtype.kind in "iub" and w.dtype.kind in "iub":
+            np.testing.assert_array_equal(g, w, err_msg=what)
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+                                       atol=atol, equal_nan=True, err_msg=what)
+
+
+def _on_cuda(x):
+    for leaf in _flat(x):
+        if isinstance(leaf, mx.Array):
+            assert leaf.device.platform == "cuda", f"result on {leaf.device}"
+
+
+def _spec_params():
+    out = []
+    for spec in SPECS:
+        if spec.fn is None or reference(spec) is None:
+            continue
+        dtype = spec.dtypes[0]
+        samples = spec.samples(_rng(spec.name, str(dtype)), dtype)
+        if samples:
+            out.append(pytest.param(spec, dtype, samples[0],
+                                    id=f"{spec.name}-{SHORT[dtype]}-{samples[0].name}"))
+    return out
+
+
+def _to_cuda_args(args):
+    return tuple(_cuda(a) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def _ref_value(spec, sample):
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        want = spec.call(reference(spec), sample.args, sample.kwargs)
+    return spec.post(want) if spec.post else want
+
+
+def _tol(spec, dtype):
+    rtol, atol = value_tol(spec, dtype)
+    if np.dtype(dtype) == np.float32:
+        rtol, atol = max(rtol, 2e-5), max(atol, 2e-6)
+    elif np.dtype(dtype) == np.float64:
+        rtol, atol = max(rtol, 1e-9), max(atol, 1e-10)
+    return rtol, atol
+
+
+# --- every op, eagerly and under jit --------------------------------------------------------
+@pytest.mark.parametrize("spec,dtype,sample", _spec_params())
+def test_op_eager(spec, dtype, sample):
+    want = _ref_value(spec, sample)
+    got = spec.call(spec.fn, _to_cuda_args(sample.args), sample.kwargs)
+    got = spec.post(got) if spec.post else got
+    if sample.arrays():
+        _on_cuda(got)
+    _close(got, want, *_tol(spec, dtype), what=spec.name)
+
+
+@pytest.mark.parametrize("spec,dtype,sample", _spec_params())
+def test_op_jit(spec, dtype, sample):
+    idx = sample.arrays()
+    if not idx:
+        pytest.skip("no array operands")
+    want = _ref_value(spec, sample)
+    args = list(_to_cuda_args(sample.args))
+
+    def f(*xs):
+        full = list(args)
+        for i, x in zip(idx, xs):
+            full[i] = x
+        return spec.call(spec.fn, tuple(full), sample.kwargs)
+    got = mx.jit(f)(*[args[i] for i in idx])
+    got = spec.post(got) if spec.post else got
+    _on_cuda(got)
+    _close(got, want, *_tol(spec, dtype), what=spec.name)
+
+
+# --- core primitives claimed natively -------------------------------------------------------
+NATIVE = ["add", "sub", "mul", "div", "max", "min", "exp", "log", "tanh", "sqrt", "rsqrt",
+          "logistic", "erf", "select", "eq", "lt", "convert_element_type", "reduce_sum",
+          "reduce_max", "reduce_min", "argmax", "dot_general", "broadcast_in_dim", "reshape",
+          "transpose", "concatenate", "slice", "pad", "rev", "iota"]
+
+
+def test_core_primitives_are_native():
+    x = _cuda(np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6))
+    y = mnp.exp(x) * 2.0 - mnp.tanh(x) / (1.0 + mnp.sqrt(mnp.abs(x)))
+    y = mnp.where(x > 0, y, mx.lax.rsqrt(mnp.abs(x) + 1.0)) + mx.nn.sigmoid(x)
+    y = mnp.concatenate([y, mnp.flip(y, 0)], axis=1)[:, 1:5]
+    y = mnp.pad(y, 1) @ mnp.ones((6, 3)) + mnp.arange(3)
+    s = (mnp.max(y, axis=0) - mnp.min(y, axis=0)).sum() + mnp.argmax(y).astype("float32")
+    s = s + mx.scipy.special.erf(y).sum() + mnp.log(mnp.abs(y) + 1).T.reshape(-1).sum()
+    _on_cuda(s)
+    failed = {k: v for k, v in BE.failures.items() if k[0] in NATIVE}
+    assert not failed, failed
+    for name in NATIVE:
+        assert BE.report[(name, "host-fallback")] == 0, name
+
+
+def test_dispatch_report_prints():
+    from mirax.compiler.pipeline import report
+    text = report()
+    assert "dispatch report, cuda" in text
+    print(text)
+    print("native impls that fell back to the host:", BE.failures)
+
+
+# --- dtypes --------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64", "int32", "int8", "bool"])
+def test_dtypes_elementwise_and_sum(dtype):
+    rng = _rng("dtypes", dtype)
+    a = (rng.standard_normal((5, 7)) * 3).astype(np.float32)
+    if dtype == "bool":
+        a = a > 0
+    host = mx.asarray(a).astype(dtype)
+    dev = _cuda(host)
+    assert dev.dtype == host.dtype
+    for fn in (lambda x: x + x, lambda x: mnp.maximum(x, x * 0), lambda x: x.sum(axis=0),
+               lambda x: x.sum(), lambda x: mnp.max(x, axis=1)):
+        if dtype == "bool":
+            fn = (lambda x: mnp.logical_and(x, ~x))
+        want, got = fn(host), fn(dev)
+        _on_cuda(got)
+        assert got.dtype == want.dtype
+        tol = 1e-2 if dtype in ("float16", "bfloat16") else 1e-6
+        _close(got, want, tol, tol, what=dtype)
+
+
+def test_half_precision_sum_accumulates_in_float32():
+    x = _cuda(np.full(100000, 0.01, np.float16))
+    assert abs(float(x.sum()) - 1000.0) < 2.0  # an f16 accumulator would stall at 32
+    b = _cuda(mx.asarray(np.full(100000, 0.01, np.float32)).astype("bfloat16"))
+    assert abs(float(b.sum()) - 1000.0) < 10.0
+
+
+# --- derivatives and compositions on device arrays ---------------------------------------------
+def _mlp_loss(params, x, y):
+    w1, b1, w2, b2 = params
+    h = mx.nn.gelu(x @ w1 + b1)
+    logits = h @ w2 + b2
+    return mx.nn.softmax_cross_entropy(logits, y).mean()
+
+
+def _mlp_data():
+    rng = _rng("mlp")
+    params = [rng.standard_normal((8, 16)).astype(np.float32) * 0.3,
+              np.zeros(16, np.float32),
+              rng.standard_normal((16, 4)).astype(np.float32) * 0.3,
+              np.zeros(4, np.float32)]
+    x = rng.standard_normal((10, 8)).astype(np.float32)
+    y = rng.integers(0, 4, 10).astype(np.int32)
+    return [mx.asarray(p) for p in params], mx.asarray(x), mx.asarray(y)
+
+
+def test_grad_mlp_matches_cpu():
+    params, x, y = _mlp_data()
+    want = mx.grad(_mlp_loss)(params, x, y)
+    got = mx.grad(_mlp_loss)(_cuda(params), _cuda(x), _cuda(y))
+    _on_cuda(got)
+    _close(got, want, 1e-4, 1e-6)
+    got_jit = mx.jit(mx.grad(_mlp_loss))(_cuda(params), _cuda(x), _cuda(y))
+    _on_cuda(got_jit)
+    _close(got_jit, want, 1e-4, 1e-6)
+
+
+def test_value_and_grad_of_jit_and_vmap():
+    params, x, y = _mlp_data()
+    f = mx.jit(_mlp_loss)
+    v, g = mx.value_and_grad(f)(_cuda(params), _cuda(x), _cuda(y))
+    v0, g0 = mx.value_and_grad(_mlp_loss)(params, x, y)
+    _close(v, v0, 1e-5, 1e-6)
+    _close(g, g0, 1e-4, 1e-6)
+    # per-example gradients: vmap of grad, and jit of that
+    per = lambda p, xi, yi: _mlp_loss(p, xi[None], yi[None])  # noqa: E731
+    pe = mx.jit(mx.vmap(mx.grad(per), in_axes=(None, 0, 0)))
+    got = pe(_cuda(params), _cuda(x), _cuda(y))
+    want = mx.vmap(mx.grad(per), in_axes=(None, 0, 0))(params, x, y)
+    _on_cuda(got)
+    _close(got, want, 1e-4, 1e-6)
+
+
+def test_jvp_hvp_and_grad_of_grad():
+    f = lambda x: mnp.sum(mnp.sin(x) * mnp.exp(-x * x) + mx.nn.softmax(x) ** 2)  # noqa: E731
+    x = np.linspace(-1, 1, 7).astype(np.float64)
+    t = np.cos(np.arange(7.0))
+    out, tout = mx.jvp(f, (_cuda(x),), (_cuda(t),))
+    out0, tout0 = mx.jvp(f, (mx.asarray(x),), (mx.asarray(t),))
+    _close([out, tout], [out0, tout0], 1e-9, 1e-12)
+    h = mx.hvp(f, (_cuda(x),), (_cuda(t),))
+    h0 = mx.hvp(f, (mx.asarray(x),), (mx.asarray(t),))
+    _close(h, h0, 1e-9, 1e-12)
+    g2 = mx.jit(mx.grad(lambda x: mx.grad(f)(x).sum()))(_cuda(x))
+    g20 = mx.grad(lambda x: mx.grad(f)(x).sum())(mx.asarray(x))
+    _on_cuda(g2)
+    _close(g2, g20, 1e-9, 1e-12)
+
+
+def test_grad_matches_finite_differences_on_cuda():
+    def f(x):
+        return mnp.sum(mx.nn.layer_norm(mnp.tanh(x) * 3.0) ** 3 + mx.nn.log_softmax(x))
+    x = np.random.default_rng(1).standard_normal((3, 5))
+    g = np.asarray(mx.grad(f)(_cuda(x)))
+    eps = 1e-6
+    fd = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        fd[i] = (float(f(_cuda(x + e))) - float(f(_cuda(x - e)))) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
+
+
+def test_control_flow_on_cuda():
+    def f(x):
+        y = mx.lax.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
+        y = mx.lax.fori_loop(0, 3, lambda i, v: v * 0.5 + 1.0, y)
+        c, ys = mx.lax.scan(lambda c, v: (c + v, c * v), 0.0, y)
+        return c + ys.sum()
+    x = np.arange(4.0, dtype=np.float32) - 1.0
+    want = f(mx.asarray(x))
+    _close(f(_cuda(x)), want, 1e-5, 1e-6)
+    got = mx.jit(f)(_cuda(x))
+    _on_cuda(got)
+    _close(got, want, 1e-5, 1e-6)
+    _close(mx.grad(f)(_cuda(x)), mx.grad(f)(mx.asarray(x)), 1e-5, 1e-6)
+
+
+# --- fused kernels ------------------------------------------------------------------------------
+def _fused_count():
+    return sum(n for (p, how), n in BE.report.items() if p == "fusion" and how == "native")
+
+
+def test_fused_elementwise_kernel_matches_unfused():
+    def f(x, w, b):
+        return mx.nn.gelu(x * w + b) * mx.nn.sigmoid(x) - mnp.maximum(x, 0.0) / 3.0
+    rng = _rng("fuse")
+    x = rng.standard_normal((64, 33)).astype(np.float32)
+    w = rng.standard_normal(33).astype(np.float32)
+    b = np.float32(0.25)
+    before = _fused_count()
+    got = mx.jit(f)(_cuda(x), _cuda(w), _cuda(b))
+    assert _fused_count() > before, "no fusion kernel was generated"
+    want = f(mx.asarray(x), mx.asarray(w), mx.asarray(b))  # NumPy, op by op
+    _on_cuda(got)
+    _close(got, want, 2e-5, 2e-6)
+    plan = mx.transforms.jit.executable(mx.make_graph(f)(x, w, b), "cuda")
+    assert "fusion" in plan.source
+
+
+def test_fused_reduction_kernel():
+    def f(x):
+        return mnp.sum(mnp.exp(x) * 2.0 + 1.0, axis=1), mnp.max(mnp.abs(x) - 1.0, axis=0)
+    x = _rng("red").standard_normal((37, 129)).astype(np.float32)
+    got = mx.jit(f)(_cuda(x))
+    _close(got, f(mx.asarray(x)), 2e-5, 1e-5)
+    xn = x.copy()
+    xn[3, 5] = np.nan
+    got = mx.jit(f)(_cuda(xn))
+    assert np.isnan(np.asarray(got[1])[5]) and np.isnan(np.asarray(got[0])[3])
+
+
+def test_fused_f16_and_int_chains():
+    f = lambda x: (x * x + 1.0) / (mnp.abs(x) + 2.0)  # noqa: E731
+    x = _rng("h").standard_normal((8, 9)).astype(np.float16)
+    _close(mx.jit(f)(_cuda(x)), f(mx.asarray(x)), 2e-3, 2e-3)
+    g = lambda i: (i * 3 + 7) % 5 - mnp.minimum(i, 2)  # noqa: E731
+    i = np.arange(-10, 10, dtype=np.int32)
+    _close(mx.jit(g)(_cuda(i)), g(mx.asarray(i)))
+
+
+def test_debug_prints_kernel_source(monkeypatch, capfd):
+    monkeypatch.setenv("MIRAX_DEBUG", "3")
+    f = mx.jit(lambda x: mnp.tanh(x * 1.7) + mnp.cos(x) * 0.1234567)
+    f(_cuda(np.ones((3, 3), np.float32)))
+    err = capfd.readouterr().err
+    assert "generated CUDA plan" in err
+    assert "0.1234567" in err and "tanhf" in err
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_row_kernels(op, dtype):
+    rng = _rng("rows", op, dtype)
+    x = rng.standard_normal((6, 5, 300)).astype(dtype) * 4
+    x[0, 0] = -np.inf  # a row of -inf (softmax: NaN as NumPy's 0/0)
+    w = rng.standard_normal(300).astype(dtype)
+    b = rng.standard_normal(300).astype(dtype)
+    fns = {"softmax": lambda x, w, b: mx.nn.softmax(x),
+           "log_softmax": lambda x, w, b: mx.nn.log_softmax(x),
+           "layer_norm": lambda x, w, b: mx.nn.layer_norm(x, w, b),
+           "rms_norm": lambda x, w, b: mx.nn.rms_norm(x, w)}
+    if op in ("layer_norm", "rms_norm"):
+        x[0, 0] = 1.0
+    fn = fns[op]
+    want = fn(mx.asarray(x), mx.asarray(w), mx.asarray(b))
+    tol = 2e-5 if dtype == "float32" else 1e-11
+    _close(fn(_cuda(x), _cuda(w), _cuda(b)), want, tol, tol)
+    _close(mx.jit(fn)(_cuda(x), _cuda(w), _cuda(b)), want, tol, tol)
+    # a non-last axis takes the compiled body
+    if op == "softmax":
+        _close(mx.nn.softmax(_cuda(x[1:]), axis=1), mx.nn.softmax(mx.asarray(x[1:]), axis=1),
+               tol, tol)
+
+
+def test_bf16_matmul():
+    rng = _rng("bf16")
+    a = mx.asarray(rng.standard_normal((64, 96)).astype(np.float32)).astype("bfloat16")
+    b = mx.asarray(rng.standard_normal((96, 48)).astype(np.float32)).astype("bfloat16")
+    got = _cuda(a) @ _cuda(b)
+    assert got.dtype == a.dtype
+    want = np.asarray(a).astype(np.float32) @ np.asarray(b).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(got).astype(np.float32), want, rtol=2e-2, atol=0.1)
+    assert not any(k[0] == "dot_general" for k in BE.failures), BE.failures
+
+
+# --- devices and interop ------------------------------------------------------------------------
+def test_devices_and_transfers():
+    assert any(d.platform == "cuda" for d in mx.devices())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    d = mx.device_put(x, "cuda:0")
+    assert str(d.device) == "cuda:0"
+    assert isinstance(d._buf, cp.ndarray)
+    h = mx.device_put(d, "cpu")
+    assert h.device == "cpu"
+    np.testing.assert_array_equal(np.asarray(d), x)
+    np.testing.assert_array_equal(np.asarray(h), x)
+    d.block_until_ready()
+    assert "Array(" in repr(d)
+
+
+def test_dlpack_interop():
+    c = cp.arange(5, dtype=cp.float32)
+    a = mx.asarray(c)
+    assert a.device.platform == "cuda"
+    np.testing.assert_array_equal(np.asarray(a * 2), np.arange(5) * 2)
+    back = cp.from_dlpack(a)
+    np.testing.assert_array_equal(cp.asnumpy(back), np.arange(5))
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    t = torch.arange(4, dtype=torch.float32, device="cuda")
+    m = mx.asarray(t)
+    assert m.device.platform == "cuda"
+    np.testing.assert_array_equal(np.asarray(m + 1), np.arange(4) + 1)
+
+
+def test_mirax_device_env(monkeypatch):
+    monkeypatch.setenv("MIRAX_DEVICE", "cuda")
+    assert mx.default_device().platform == "cuda"
+    x = mx.asarray(np.ones(3, np.float32), device=mx.default_device())
+    assert x.device.platform == "cuda"
