@@ -53,6 +53,9 @@ def asarray(obj, dtype=None, device=None) -> Array:
     """An mx.Array from NumPy arrays, Python scalars/lists, or DLPack-capable arrays."""
     if isinstance(obj, (Array, Tracer)):
         out = obj
+    elif dtype is not None and isinstance(obj, (bool, int, float)):
+        # NOTE: straight to the asked dtype (0.999 as float64 must not pass through float32)
+        out = Array(np.asarray(obj, dtypes.canonicalize(dtype)), False)
     else:
         try:
             buf, weak = _host_array(obj)
