@@ -10,10 +10,9 @@ import time
 
 def single_thread():
     for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-              "XLA_FLAGS_INTRA_OP", "NUMEXPR_NUM_THREADS"):
+              "NUMEXPR_NUM_THREADS"):
         os.environ[v] = "1"
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                                       "intra_op_parallelism_threads=1")
+    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     if hasattr(os, "sched_setaffinity"):

@@ -1,0 +1,460 @@
+"""The benchmark suite: the issue's workloads, mirax against JAX and PyTorch, in one run.
+
+    python benchmarks/suite.py [--rounds 5] [--only W1,W4] [--torch-compile] [--no-eager]
+
+Workloads (same data and initial weights for every framework; a correctness cross-check
+against JAX before timing; medians of interleaved rounds after warm-up):
+  W1  MLP 784-512-512-10 training step (relu, softmax cross-entropy, Adam written inline),
+      batch 256
+  W2  per-example gradients of a 64-128-10 tanh MLP at batch 128 (vmap of grad)
+  W3  Hessian-vector product of a ~200k-parameter 3-layer tanh MLP loss, batch 64
+  W4  third derivative of sum(sin(x) * x^3), x of 100,000 (steady state; first call too)
+  W7  jacfwd and jacrev of a 256->256 tanh MLP
+  W8  eager per-op overhead (the 200-op chain of benchmarks/overhead.py)
+Not yet here (their ops do not exist yet): W5 transformer block, W6 GAT layer, W9. Add them
+as functions returning a `cases` dict like the others.
+
+Peers: JAX jit (the reference of every ratio), PyTorch eager, torch.compile with
+--torch-compile (skipped where it fails; its compile takes minutes on a small CPU).
+Results: benchmarks/results/suite.json and suite.md (and suite.png when matplotlib is
+installed). Ratios are time / JAX jit time: below 1 means faster than JAX.
+"""
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import interleave, markdown_table, single_thread, torch_single_thread  # noqa: E402
+
+single_thread()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+sys.path.insert(0, str(HERE.parent))
+import mirax as mx  # noqa: E402
+import mirax.numpy as mnp  # noqa: E402
+
+try:
+    import jax
+    import jax.numpy as jnp
+    jax.config.update("jax_enable_x64", False)
+except ImportError:  # the suite needs JAX as its reference
+    jax = jnp = None
+try:
+    import torch
+    torch_single_thread()
+except ImportError:
+    torch = None
+
+RNG = np.random.default_rng(0)
+
+
+class TorchNS:
+    """The few NumPy-style functions the workloads use, spelled for PyTorch."""
+    tanh, sin, exp, log, sqrt = (staticmethod(getattr(torch, n)) if torch else None
+                                 for n in ("tanh", "sin", "exp", "log", "sqrt"))
+
+    @staticmethod
+    def maximum(x, c):
+        return torch.clamp_min(x, c)
+
+    @staticmethod
+    def max(x, axis, keepdims=False):
+        return torch.amax(x, dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def sum(x, axis=None, keepdims=False):
+        return torch.sum(x) if axis is None else torch.sum(x, dim=axis, keepdim=keepdims)
+
+    @staticmethod
+    def mean(x):
+        return torch.mean(x)
+
+
+tns = TorchNS()
+
+
+def init_mlp(sizes, scale=1.0):
+    params = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        params.append((RNG.normal(0, scale / np.sqrt(a), (a, b)).astype(np.float32),
+                       np.zeros(b, np.float32)))
+    return params
+
+
+def as_numpy(out) -> list:
+    """Flatten any framework's nested output into a list of float64 NumPy arrays."""
+    if isinstance(out, dict):
+        return [a for k in sorted(out) for a in as_numpy(out[k])]
+    if isinstance(out, (list, tuple)):
+        return [a for o in out for a in as_numpy(o)]
+    if torch is not None and isinstance(out, torch.Tensor):
+        return [out.detach().numpy().astype(np.float64)]
+    return [np.asarray(out, dtype=np.float64)]
+
+
+def sync(out):
+    """Wait for asynchronous (JAX) results."""
+    if jax is not None:
+        jax.block_until_ready(out)
+    return out
+
+
+def _tree(ns, params, fn):
+    return [(fn(w), fn(b)) for w, b in params]
+
+
+# --- W1: MLP training step with inline Adam -------------------------------------------------
+def w1(args):
+    B, sizes = 256, [784, 512, 512, 10]
+    params = init_mlp(sizes)
+    x = RNG.normal(size=(B, 784)).astype(np.float32)
+    y = np.eye(10, dtype=np.float32)[RNG.integers(0, 10, B)]
+    lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
+
+    def loss(ns, params, x, y):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = ns.maximum(h, 0.0)
+        m = ns.max(h, axis=1, keepdims=True)
+        z = h - m
+        lse = ns.log(ns.sum(ns.exp(z), axis=1, keepdims=True))
+        return -ns.mean(ns.sum(y * (z - lse), axis=1))
+
+    def adam(ns, p, g, m, v):
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * (g * g)
+        return p - lr * (m / (1 - b1)) / (ns.sqrt(v / (1 - b2)) + eps), m, v
+
+    def step_with(ns, value_and_grad, tree_map):
+        def step(params, m, v, x, y):
+            l, g = value_and_grad(lambda p: loss(ns, p, x, y))(params)
+            new = tree_map(lambda *t: adam(ns, *t), params, g, m, v)
+            is_t = (lambda t: isinstance(t, tuple) and len(t) == 3
+                    and not isinstance(t[0], tuple))
+            pick = [tree_map(lambda t, i=i: t[i], new, is_leaf=is_t) for i in range(3)]
+            return l, pick[0], pick[1], pick[2]
+        return step
+
+    zeros = [(np.zeros_like(w), np.zeros_like(b)) for w, b in params]
+    cases = {}
+    mstep = step_with(mnp, mx.value_and_grad, mx.tree.map)
+    mp, mz, mxx, myy = (mx.tree.map(mx.asarray, params), mx.tree.map(mx.asarray, zeros),
+                        mx.asarray(x), mx.asarray(y))
+    jit_step = mx.jit(mstep)
+    cases["mirax jit"] = lambda: jit_step(mp, mz, mz, mxx, myy)
+    if args.eager:
+        cases["mirax eager"] = lambda: mstep(mp, mz, mz, mxx, myy)
+    if jax is not None:
+        jstep = jax.jit(step_with(jnp, jax.value_and_grad, jax.tree_util.tree_map))
+        jp, jz = jax.tree_util.tree_map(jnp.asarray, (params, zeros))
+        jxx, jyy = jnp.asarray(x), jnp.asarray(y)
+        cases["jax jit"] = lambda: sync(jstep(jp, jz, jz, jxx, jyy))
+    if torch is not None:
+        tp = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
+              for w, b in params]
+        tz = [(torch.zeros_like(w), torch.zeros_like(b)) for w, b in tp]
+        tx, ty = torch.tensor(x), torch.tensor(y)
+
+        def tstep(params, m, v, x, y):
+            l = loss(tns, params, x, y)
+            flat = [t for pair in params for t in pair]
+            gs = torch.autograd.grad(l, flat)
+            with torch.no_grad():
+                fm = [t for pair in m for t in pair]
+                fv = [t for pair in v for t in pair]
+                res = [adam(tns, p, g, a, b) for p, g, a, b in zip(flat, gs, fm, fv)]
+            pair = (lambda i: [(res[2 * k][i], res[2 * k + 1][i]) for k in range(len(params))])
+            return l, pair(0), pair(1), pair(2)
+        cases["torch eager"] = lambda: tstep(tp, tz, tz, tx, ty)
+        if args.torch_compile:
+            cases.update(_torch_compiled("torch.compile", tstep, (tp, tz, tz, tx, ty)))
+    return cases
+
+
+def _torch_compiled(name, fn, args):
+    try:
+        c = torch.compile(fn)
+        c(*args)
+        return {name: lambda: c(*args)}
+    except Exception as e:  # inductor needs a C++ toolchain; skip when it fails
+        print(f"  ({name} skipped: {type(e).__name__})")
+        return {}
+
+
+# --- W2: per-example gradients (vmap of grad) ------------------------------------------------
+def w2(args):
+    B, sizes = 128, [64, 128, 10]
+    params = init_mlp(sizes)
+    x = RNG.normal(size=(B, 64)).astype(np.float32)
+    y = RNG.normal(size=(B, 10)).astype(np.float32)
+
+    def loss(ns, params, x, y):
+        (w1, b1), (w2, b2) = params
+        h = ns.tanh(x @ w1 + b1)
+        d = h @ w2 + b2 - y
+        return ns.sum(d * d)
+
+    cases = {}
+    mgrad = mx.vmap(mx.grad(lambda p, x, y: loss(mnp, p, x, y)), in_axes=(None, 0, 0))
+    mj = mx.jit(mgrad)
+    mp, mxx, myy = mx.tree.map(mx.asarray, params), mx.asarray(x), mx.asarray(y)
+    cases["mirax jit"] = lambda: mj(mp, mxx, myy)
+    if args.eager:
+        cases["mirax eager"] = lambda: mgrad(mp, mxx, myy)
+    if jax is not None:
+        jg = jax.jit(jax.vmap(jax.grad(lambda p, x, y: loss(jnp, p, x, y)), in_axes=(None, 0, 0)))
+        jp, jxx, jyy = jax.tree_util.tree_map(jnp.asarray, params), jnp.asarray(x), jnp.asarray(y)
+        cases["jax jit"] = lambda: sync(jg(jp, jxx, jyy))
+    if torch is not None:
+        from torch.func import grad, vmap
+        tg = vmap(grad(lambda p, x, y: loss(tns, p, x, y)), in_dims=(None, 0, 0))
+        tp = [(torch.tensor(w), torch.tensor(b)) for w, b in params]
+        tx, ty = torch.tensor(x), torch.tensor(y)
+        cases["torch eager"] = lambda: tg(tp, tx, ty)
+    return cases
+
+
+# --- W3: Hessian-vector product ---------------------------------------------------------------
+def w3(args):
+    B, sizes = 64, [256, 384, 256, 10]
+    params = init_mlp(sizes)
+    vec = [(RNG.normal(size=w.shape).astype(np.float32), RNG.normal(size=b.shape).astype(
+        np.float32)) for w, b in params]
+    x = RNG.normal(size=(B, 256)).astype(np.float32)
+    y = RNG.normal(size=(B, 10)).astype(np.float32)
+
+    def loss(ns, params, x, y):
+        h = x
+        for i, (w, b) in enumerate(params):
+            h = h @ w + b
+            if i < len(params) - 1:
+                h = ns.tanh(h)
+        d = h - y
+        return ns.mean(d * d)
+
+    cases = {}
+    mx_x, mx_y = mx.asarray(x), mx.asarray(y)
+    mhvp = (lambda p, v: mx.hvp(lambda q: loss(mnp, q, mx_x, mx_y), (p,), (v,))[0])
+    mj = mx.jit(mhvp)
+    mp, mv = mx.tree.map(mx.asarray, params), mx.tree.map(mx.asarray, vec)
+    cases["mirax jit"] = lambda: mj(mp, mv)
+    if args.eager:
+        cases["mirax eager"] = lambda: mhvp(mp, mv)
+    if jax is not None:
+        jx_, jy_ = jnp.asarray(x), jnp.asarray(y)
+        jf = jax.jit(lambda p, v: jax.jvp(jax.grad(lambda q: loss(jnp, q, jx_, jy_)),
+                                          (p,), (v,))[1])
+        jp, jv = jax.tree_util.tree_map(jnp.asarray, (params, vec))
+        cases["jax jit"] = lambda: sync(jf(jp, jv))
+    if torch is not None:
+        from torch.func import grad, jvp
+        tx, ty = torch.tensor(x), torch.tensor(y)
+        tp = [(torch.tensor(w), torch.tensor(b)) for w, b in params]
+        tv = [(torch.tensor(w), torch.tensor(b)) for w, b in vec]
+        cases["torch eager"] = lambda: jvp(grad(lambda q: loss(tns, q, tx, ty)),
+                                           (tp,), (tv,))[1]
+    return cases
+
+
+# --- W4: third derivative ---------------------------------------------------------------------
+def w4(args):
+    x = RNG.uniform(-2, 2, 100_000).astype(np.float32)
+
+    def third(ns, grad):
+        def f(x):
+            return ns.sum(ns.sin(x) * x ** 3)
+        d1 = grad(f)
+        d2 = grad(lambda x: ns.sum(d1(x)))
+        return grad(lambda x: ns.sum(d2(x)))
+
+    cases = {}
+    m3 = third(mnp, mx.grad)
+    mxx = mx.asarray(x)
+    t0 = time.perf_counter()
+    mj = mx.jit(m3)
+    np.asarray(mj(mxx))
+    first = {"mirax jit": time.perf_counter() - t0}
+    cases["mirax jit"] = lambda: mj(mxx)
+    if args.eager:
+        cases["mirax eager"] = lambda: m3(mxx)
+    if jax is not None:
+        jxx = jnp.asarray(x)
+        t0 = time.perf_counter()
+        jf = jax.jit(third(jnp, jax.grad))
+        sync(jf(jxx))
+        first["jax jit"] = time.perf_counter() - t0
+        cases["jax jit"] = lambda: sync(jf(jxx))
+    if torch is not None:
+        tx = torch.tensor(x)
+
+        def t3(x):
+            x = x.detach().requires_grad_(True)
+            g = x
+            f = torch.sum(torch.sin(x) * x ** 3)
+            for _ in range(3):
+                (g,) = torch.autograd.grad(f, x, create_graph=True)
+                f = g.sum()
+            return g
+        cases["torch eager"] = lambda: t3(tx)
+    w4.first_call = first
+    return cases
+
+
+# --- W7: Jacobians ----------------------------------------------------------------------------
+def w7(args):
+    params = init_mlp([256, 256, 256])
+    x = RNG.normal(size=256).astype(np.float32)
+
+    def net(ns, params, x):
+        for w, b in params:
+            x = ns.tanh(x @ w + b)
+        return x
+
+    cases = {}
+    mp, mxx = mx.tree.map(mx.asarray, params), mx.asarray(x)
+    for kind in ("jacfwd", "jacrev"):
+        mf = getattr(mx, kind)(lambda x, p=mp: net(mnp, p, x))
+        mj = mx.jit(mf)
+        cases[f"{kind}: mirax jit"] = (lambda mj=mj: mj(mxx))
+        if args.eager:
+            cases[f"{kind}: mirax eager"] = (lambda mf=mf: mf(mxx))
+        if jax is not None:
+            jp, jxx = jax.tree_util.tree_map(jnp.asarray, params), jnp.asarray(x)
+            jf = jax.jit(getattr(jax, kind)(lambda x, p=jp: net(jnp, p, x)))
+            cases[f"{kind}: jax jit"] = (lambda jf=jf: sync(jf(jxx)))
+        if torch is not None:
+            import torch.func as tf
+            tp = [(torch.tensor(w), torch.tensor(b)) for w, b in params]
+            tx = torch.tensor(x)
+            tfn = getattr(tf, kind)(lambda x, p=tp: net(tns, p, x))
+            cases[f"{kind}: torch eager"] = (lambda tfn=tfn: tfn(tx))
+    return cases
+
+
+WORKLOADS = {"W1": ("MLP train step + Adam, batch 256", w1),
+             "W2": ("per-example grads (vmap of grad)", w2),
+             "W3": ("hvp, 200k-param tanh MLP", w3),
+             "W4": ("3rd derivative, x of 100k", w4),
+             "W7": ("jacfwd / jacrev, 256->256 MLP", w7)}
+
+
+def check(cases, label):
+    """Every case against the JAX one (per Jacobian kind for W7)."""
+    outs = {name: as_numpy(fn()) for name, fn in cases.items()}
+    for name, out in outs.items():
+        prefix = name.split(": ")[0] + ": " if ": " in name else ""
+        ref = outs.get(prefix + "jax jit")
+        if ref is None:
+            continue
+        for a, b in zip(out, ref):
+            scale = max(1.0, float(np.max(np.abs(b)))) if b.size else 1.0
+            if a.shape != b.shape or not np.allclose(a, b, rtol=2e-3, atol=2e-3 * scale):
+                raise AssertionError(f"{label}: {name} disagrees with JAX "
+                                     f"(max abs diff {np.max(np.abs(a - b)):.3g})")
+
+
+def run(args):
+    results = []
+    for wid, (title, build) in WORKLOADS.items():
+        if args.only and wid not in args.only:
+            continue
+        print(f"{wid}: {title}", flush=True)
+        cases = build(args)
+        check(cases, wid)
+        times = interleave(cases, rounds=args.rounds, number=1, warmup=2)
+        for name, t in times.items():
+            prefix = name.split(": ")[0] + ": " if ": " in name else ""
+            ref = times.get(prefix + "jax jit")
+            row = {"workload": wid, "title": title, "case": name, "ms": 1e3 * t,
+                   "vs_jax_jit": t / ref if ref else None}
+            results.append(row)
+            print(f"  {name:<24} {1e3 * t:10.3f} ms" +
+                  (f"   {t / ref:6.2f}x JAX jit" if ref else ""), flush=True)
+        if wid == "W4":
+            for name, t in w4.first_call.items():
+                results.append({"workload": wid, "title": title + " (first call)",
+                                "case": name + " (first call)", "ms": 1e3 * t,
+                                "vs_jax_jit": t / w4.first_call.get("jax jit", t)})
+                print(f"  {name + ' (first call)':<24} {1e3 * t:10.1f} ms")
+    if not args.only or "W8" in args.only:
+        results += w8(args)
+    return results
+
+
+def w8(args):
+    import overhead
+    print("W8: eager per-op overhead (200-op chain on f32[16])", flush=True)
+    cases, xs, ys = overhead.frameworks()
+    overhead.check(cases, xs, ys)
+    t = interleave(cases, rounds=args.rounds, number=3)
+    rows = []
+    ref = t.get("jax eager")
+    for name, v in t.items():
+        us = 1e6 * v / overhead.N_OPS
+        rows.append({"workload": "W8", "title": "eager per-op overhead", "case": name,
+                     "ms": 1e3 * v / overhead.N_OPS, "us_per_op": us,
+                     "vs_jax_jit": None, "vs_jax_eager": v / ref if ref else None})
+        print(f"  {name:<24} {us:8.2f} µs/op" +
+              (f"   {v / ref:6.2f}x JAX eager" if ref else ""), flush=True)
+    return rows
+
+
+def save(results, args):
+    out = HERE / "results"
+    out.mkdir(exist_ok=True)
+    meta = {"python": platform.python_version(), "numpy": np.__version__,
+            "jax": getattr(jax, "__version__", None),
+            "torch": getattr(torch, "__version__", None), "rounds": args.rounds,
+            "machine": platform.machine(), "processor": platform.processor()}
+    (out / "suite.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    rows = []
+    for r in results:
+        ratio = r.get("vs_jax_eager") if r["workload"] == "W8" else r.get("vs_jax_jit")
+        unit = f"{r['us_per_op']:.2f} µs/op" if "us_per_op" in r else f"{r['ms']:.3f} ms"
+        rows.append([r["workload"], r["case"], unit, f"{ratio:.2f}" if ratio else "-"])
+    md = ("# mirax benchmark suite\n\nOne thread, one pinned CPU; medians of "
+          f"{args.rounds} interleaved rounds after warm-up. Ratio: time / JAX jit (W8: / "
+          "JAX eager); below 1 is faster than JAX.\n\n" +
+          markdown_table(["workload", "case", "time", "ratio vs JAX"], rows) + "\n")
+    (out / "suite.md").write_text(md)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        timed = [r for r in results if r.get("vs_jax_jit") and "first call" not in r["case"]]
+        fig, ax = plt.subplots(figsize=(10, 0.3 * len(timed) + 1))
+        ax.barh([f"{r['workload']} {r['case']}" for r in timed],
+                [r["vs_jax_jit"] for r in timed])
+        ax.axvline(1.0, color="k", lw=0.8)
+        ax.set_xscale("log")
+        ax.set_xlabel("time / JAX jit (log)")
+        fig.tight_layout()
+        fig.savefig(out / "suite.png", dpi=100)
+    except ImportError:
+        pass
+    print(f"\nwrote {out / 'suite.json'} and {out / 'suite.md'}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--only", type=lambda s: s.split(","), default=None)
+    ap.add_argument("--torch-compile", action="store_true")
+    ap.add_argument("--no-eager", dest="eager", action="store_false")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    results = run(args)
+    save(results, args)
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
