@@ -21,6 +21,7 @@ from mirax import autograd, testing  # noqa: F401
 from mirax import numpy  # noqa: F401
 from mirax import lax  # noqa: F401
 from mirax import nn, scipy  # noqa: F401
+from mirax import optim, random  # noqa: F401
 from mirax.numpy import methods as _methods
 
 _methods.install()

@@ -6,3 +6,7 @@ from mirax.nn.functional import (  # noqa: F401
     segment_softmax, segment_sum, sigmoid, silu, softmax, softmax_cross_entropy, softplus,
     ste_round, ste_sign, tanh)
 from mirax.nn import functional  # noqa: F401
+from mirax.nn import init  # noqa: F401
+from mirax.nn.modules import (  # noqa: F401
+    MLP, Conv2d, Dropout, Embedding, Lambda, LayerNorm, Linear, Module, MultiHeadAttention,
+    RMSNorm, Sequential, static_field)
