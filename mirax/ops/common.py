@@ -102,6 +102,9 @@ def normalize_axes(axes, ndim: int, op: str, x=None) -> tuple[int, ...]:
         return tuple(range(ndim))
     if isinstance(axes, (int, np.integer)):
         axes = (axes,)
+    if isinstance(axes, (str, float)) or not hasattr(axes, "__iter__"):
+        raise TypeError(f"{op}: axis must be an int or a tuple of ints, got "
+                        f"{type(axes).__name__}")
     out = tuple(sorted(normalize_axis(a, ndim, op, x) for a in axes))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: repeated axis in {tuple(axes)}")
@@ -123,6 +126,10 @@ def static_int(x, op: str, what: str) -> int:
     """A Python int from a static argument (shape entry, size), with a clear error."""
     if isinstance(x, Tracer):
         from mirax.core.errors import ConcretizationError
+        explain = getattr(x._trace, "concretization_message", None)  # names the argument
+        if explain is not None:
+            raise ConcretizationError(explain(x, f"{op}: {what} must be static (a Python int);"
+                                                 " got a value"))
         raise ConcretizationError(f"{op}: {what} must be static (a Python int), got a traced "
                                   f"{x.aval.str_short()}")
     try:
