@@ -21,7 +21,8 @@ from mirax import autograd, testing  # noqa: F401
 from mirax import numpy  # noqa: F401
 from mirax import lax  # noqa: F401
 from mirax import nn, scipy  # noqa: F401
-from mirax import optim, random  # noqa: F401
+from mirax import io, optim, random  # noqa: F401
+from mirax.io import to_dlpack  # noqa: F401
 from mirax.numpy import methods as _methods
 
 _methods.install()

@@ -42,6 +42,11 @@ def from_dlpack_host(obj) -> np.ndarray:
     try:
         return np.array(np.from_dlpack(obj))
     except (BufferError, TypeError, RuntimeError):  # e.g. bfloat16, which NumPy's DLPack lacks
+        if str(getattr(obj, "dtype", "")).endswith("bfloat16") and hasattr(obj, "float"):
+            # torch: neither its __array__ nor NumPy's DLPack knows bfloat16; widening to
+            # float32 and back is exact
+            obj = obj.detach() if hasattr(obj, "detach") else obj
+            return np.asarray(obj.float()).astype(dtypes.bfloat16)
         return np.array(obj)
 
 
