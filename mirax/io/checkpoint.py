@@ -91,7 +91,7 @@ def save(path, tree_) -> None:
         raise ValueError(f"io.save: tree paths collide as tensor names: {sorted(dup)}")
     arrays = {}
     for n, (p, leaf) in zip(names, pairs):
-        a = np.require(np.asarray(leaf), requirements="C")   # keeps 0-d (ascontiguousarray does not)
+        a = np.require(np.asarray(leaf), requirements="C")   # keeps 0-d arrays 0-d
         if a.dtype.name not in {np.dtype(d).name for d in _DTYPES.values()}:
             raise TypeError(f"io.save: leaf {tree.keystr(p) or 'the root'} has dtype "
                             f"{a.dtype}, which safetensors cannot store")
