@@ -313,33 +313,46 @@ def _max_pool_body(x, *, kernel, stride, padding):
     return reduce_max(_pool_slices(x, kernel, stride, padding, -np.inf), (2,))
 
 
-def _np_pool_windows(x, kernel, stride, padding, value):
+def _np_offsets(x, kernel, stride, padding, value):
+    """The padded x and, per kernel offset, its strided [N,C,oH,oW] view (no copies)."""
     xp = _np_dilate_pad(x, tuple((p, p) for p in padding), (1, 1), value)
-    return _windows(np.ascontiguousarray(xp), kernel, stride, (1, 1))  # [N,C,oH,oW,kH,kW]
+    oh = (xp.shape[2] - kernel[0]) // stride[0] + 1
+    ow = (xp.shape[3] - kernel[1]) // stride[1] + 1
+    return xp, [(i, j, xp[:, :, i:i + (oh - 1) * stride[0] + 1:stride[0],
+                          j:j + (ow - 1) * stride[1] + 1:stride[1]])
+                for i in range(kernel[0]) for j in range(kernel[1])]
 
 
 def _max_pool_impl(x, *, kernel, stride, padding):
-    return np.max(_np_pool_windows(x, kernel, stride, padding, -np.inf), axis=(4, 5))
+    _, views = _np_offsets(x, kernel, stride, padding, -np.inf)
+    out = views[0][2].copy()
+    for _, _, v in views[1:]:
+        np.maximum(out, v, out=out)
+    return out
 
 
 def _max_pool_bwd_impl(ct, out, x, *, wrt, nout, kernel, stride, padding):
     # the cotangent is shared evenly among the window entries attaining the max
-    win = _np_pool_windows(x, kernel, stride, padding, -np.inf)
-    hit = (win == out[..., None, None]).astype(x.dtype)
-    share = hit * (ct / hit.sum(axis=(4, 5)))[..., None, None]
-    return [_np_fold(share, x.shape, kernel, stride, padding)]
+    _, views = _np_offsets(x, kernel, stride, padding, -np.inf)
+    count = np.zeros(out.shape, x.dtype)
+    for _, _, v in views:
+        count += v == out
+    share = ct / count
+    return [_np_fold([(i, j, (v == out) * share) for i, j, v in views], x.shape, stride,
+                     padding)]
 
 
-def _np_fold(share, shape, kernel, stride, padding):
-    """The adjoint of the window view: add each window entry back to its input position."""
+def _np_fold(parts, shape, stride, padding):
+    """The adjoint of the offset views: add each offset's [N,C,oH,oW] part back in place."""
     n, c, h, w = shape
     ph, pw = padding
-    grad = np.zeros((n, c, h + 2 * ph, w + 2 * pw), share.dtype)
-    oh, ow = share.shape[2:4]
-    for i in range(kernel[0]):
-        for j in range(kernel[1]):
-            grad[:, :, i:i + (oh - 1) * stride[0] + 1:stride[0],
-                 j:j + (ow - 1) * stride[1] + 1:stride[1]] += share[..., i, j]
+    grad = None
+    for i, j, part in parts:
+        if grad is None:
+            grad = np.zeros((n, c, h + 2 * ph, w + 2 * pw), part.dtype)
+        oh, ow = part.shape[2:]
+        grad[:, :, i:i + (oh - 1) * stride[0] + 1:stride[0],
+             j:j + (ow - 1) * stride[1] + 1:stride[1]] += part
     return grad[:, :, ph:ph + h, pw:pw + w]
 
 
@@ -353,14 +366,17 @@ def _avg_pool_body(x, *, kernel, stride, padding):
 
 
 def _avg_pool_impl(x, *, kernel, stride, padding):
-    win = _np_pool_windows(x, kernel, stride, padding, 0)
-    return (np.sum(win, axis=(4, 5)) / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
+    _, views = _np_offsets(x, kernel, stride, padding, 0)
+    out = views[0][2].copy()
+    for _, _, v in views[1:]:
+        out += v
+    return (out / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
 
 
 def _avg_pool_bwd_impl(ct, out, x, *, wrt, nout, kernel, stride, padding):
-    share = np.broadcast_to((ct / (kernel[0] * kernel[1]))[..., None, None],
-                            ct.shape + tuple(kernel))
-    return [_np_fold(share, x.shape, kernel, stride, padding).astype(x.dtype, copy=False)]
+    share = (ct / (kernel[0] * kernel[1])).astype(x.dtype, copy=False)
+    parts = [(i, j, share) for i in range(kernel[0]) for j in range(kernel[1])]
+    return [_np_fold(parts, x.shape, stride, padding)]
 
 
 avg_pool2d_p = composite("avg_pool2d", _avg_pool_body, impl=_avg_pool_impl,

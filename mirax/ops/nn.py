@@ -334,14 +334,14 @@ def _gelu_body(x, *, approximate):
 
 def _gelu_impl(x, *, approximate):
     if approximate:
-        return _f(0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x ** 3))), x)
+        return _f(0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))), x)
     return _f(0.5 * x * (1 + special_impl.erf(x / math.sqrt(2.0))), x)
 
 
 @_errstate
 def _gelu_bwd_impl(ct, out, x, *, wrt, nout, approximate):
     if approximate:
-        t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x ** 3))
+        t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x * x)
     else:  # Phi(x) + x phi(x)
         d = (0.5 * (1 + special_impl.erf(x / math.sqrt(2.0)))
@@ -367,11 +367,13 @@ def _np_sigmoid(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _silu_bwd_impl(ct, out, x, *, wrt, nout):
+    s = _np_sigmoid(x)
+    return [_f(ct * s * (1 + x * (1 - s)), x)]  # d silu = s (1 + x (1 - s))
+
+
 silu_p = composite(
-    "silu", _silu_body, impl=lambda x: _f(x * _np_sigmoid(x), x),
-    # d silu = s (1 + x (1 - s))
-    bwd_impl=lambda ct, out, x, *, wrt, nout: [
-        _f(ct * _np_sigmoid(x) * (1 + x * (1 - _np_sigmoid(x))), x)],
+    "silu", _silu_body, impl=lambda x: _f(x * _np_sigmoid(x), x), bwd_impl=_silu_bwd_impl,
     vmap=batch_front, bwd_vmap=batch_front)
 
 
@@ -386,7 +388,8 @@ def _softplus_body(x):
 
 
 softplus_p = composite(
-    "softplus", _softplus_body, impl=_errstate(lambda x: _f(np.logaddexp(x, 0), x)),
+    "softplus", _softplus_body,
+    impl=lambda x: _f(np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))), x),
     bwd_impl=lambda ct, out, x, *, wrt, nout: [_f(ct * _np_sigmoid(x), x)],  # d = sigmoid
     vmap=batch_front, bwd_vmap=batch_front)
 
