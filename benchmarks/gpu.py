@@ -1,0 +1,355 @@
+"""GPU benchmark (H200): mirax's CUDA backend against PyTorch eager, torch.compile and
+JAX jit, in one process on one GPU.
+
+Workloads (float32 unless stated):
+- fused elementwise gelu(x * w + b), tanh form, x of 65536 x 2048 = 128M values, w and b
+  vectors over the last axis: GB/s counting one read of x and one write of the result;
+- softmax and layer_norm (weight, bias) over the last axis of 65536 x 2048: GB/s likewise;
+- bf16 matmul 8192^3: TFLOP/s (2 n^3 flops);
+- one Adam step of an MLP 784-2048-2048-10 (relu, softmax cross-entropy) at batch 8192:
+  ms per step (forward, backward, update).
+
+Timing: each case runs a few warm-up calls, then `reps` timed batches of `inner` calls
+between device synchronizations; the figure is the median batch time / inner. Results
+are ratios mirax / peer (>1: mirax faster). Peers that fail are reported, not fatal.
+
+    PYTHONPATH=. python benchmarks/gpu.py [--quick] [--no-compile] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with JAX
+
+import numpy as np  # noqa: E402
+
+
+def timeit(fn, sync, warmup=3, reps=7, inner=10):
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        sync()
+        times.append((time.perf_counter() - t0) / inner)
+    return statistics.median(times)
+
+
+class Peers:
+    """Lazily imported peers; a missing one is recorded, not fatal."""
+
+    def __init__(self, use_compile: bool):
+        self.errors = {}
+        self.use_compile = use_compile
+        try:
+            import torch
+            self.torch = torch if torch.cuda.is_available() else None
+        except Exception as e:  # noqa: BLE001
+            self.torch, self.errors["torch"] = None, repr(e)
+        try:
+            import jax
+            self.jax = jax if any(d.platform == "gpu" for d in jax.devices()) else None
+            if self.jax is None:
+                self.errors["jax"] = f"no GPU device: {jax.devices()}"
+        except Exception as e:  # noqa: BLE001
+            self.jax, self.errors["jax"] = None, repr(e)
+
+    def tsync(self):
+        self.torch.cuda.synchronize()
+
+    @staticmethod
+    def jax_case(f, *args):
+        """(fn, sync) for a jitted JAX function: sync blocks on the last output."""
+        box = [None]
+
+        def fn():
+            box[0] = f(*args)
+        return fn, lambda: box[0].block_until_ready()
+
+
+def run_case(results, name, unit, work, impls):
+    """impls: {label: (fn, sync)}; work: bytes or flops per call; unit GB/s or TFLOP/s."""
+    row = {"unit": unit}
+    for label, make in impls.items():
+        try:
+            fn, sync = make()
+            t = timeit(fn, sync)
+            row[label] = {"ms": 1e3 * t, unit: work / t / (1e9 if unit == "GB/s" else 1e12)}
+        except Exception as e:  # noqa: BLE001
+            row[label] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+            traceback.print_exc(limit=3)
+        r = row[label]
+        print(f"  {name:<12} {label:<16} " + (f"{r['ms']:9.3f} ms  {r[unit]:9.1f} {unit}"
+                                              if "ms" in r else r["error"]), flush=True)
+    results[name] = row
+
+
+def ratios(results):
+    lines = []
+    for name, row in results.items():
+        if not isinstance(row, dict) or "mirax jit" not in row or "ms" not in row["mirax jit"]:
+            continue
+        m = row["mirax jit"]["ms"]
+        parts = [f"{label}: {row[label]['ms'] / m:.2f}x" for label in row
+                 if label not in ("unit", "mirax jit") and "ms" in row[label]]
+        lines.append(f"  {name:<12} mirax jit vs " + ", ".join(parts))
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--only", default=None, help="comma-separated case names")
+    args = ap.parse_args()
+
+    import cupy as cp
+
+    import mirax as mx
+    import mirax.numpy as mnp
+    from mirax.backends import get_device
+
+    dev = get_device("cuda")
+    be = dev.backend
+    csync = cp.cuda.Device().synchronize
+    peers = Peers(not args.no_compile)
+    torch, jax = peers.torch, peers.jax
+    jnp = jax.numpy if jax else None
+    results = {"device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
+               "peer_errors": peers.errors}
+    print(f"device: {results['device']}; peers: torch={torch is not None}, "
+          f"jax={jax is not None}; errors: {peers.errors}", flush=True)
+    only = set(args.only.split(",")) if args.only else None
+    R, C = (4096, 2048) if args.quick else (65536, 2048)
+    rng = np.random.default_rng(0)
+    x_h = rng.standard_normal((R, C), dtype=np.float32)
+    w_h = rng.standard_normal(C, dtype=np.float32)
+    b_h = rng.standard_normal(C, dtype=np.float32)
+    x, w, b = (mx.device_put(a, "cuda") for a in (x_h, w_h, b_h))
+    if torch:
+        xt, wt, bt = (torch.from_numpy(a).cuda() for a in (x_h, w_h, b_h))
+    if jax:
+        xj, wj, bj = (jax.device_put(a) for a in (x_h, w_h, b_h))
+    nbytes = 2 * x_h.nbytes
+    checks = {}
+
+    def tcompile(f):
+        if not peers.use_compile:
+            raise RuntimeError("skipped (--no-compile)")
+        return torch.compile(f)
+
+    # --- gelu(x * w + b) -------------------------------------------------------------------
+    if not only or "gelu" in only:
+        mf = mx.jit(lambda x, w, b: mx.nn.gelu(x * w + b))
+        impls = {
+            "mirax jit": lambda: (lambda: mf(x, w, b), csync),
+            "mirax eager": lambda: (lambda: mx.nn.gelu(x * w + b), csync),
+        }
+        if torch:
+            tf = lambda x, w, b: torch.nn.functional.gelu(x * w + b, approximate="tanh")  # noqa
+            impls["torch eager"] = lambda: (lambda: tf(xt, wt, bt), peers.tsync)
+            impls["torch.compile"] = lambda: ((lambda c: lambda: c(xt, wt, bt))(tcompile(tf)),
+                                              peers.tsync)
+            checks["gelu"] = float(np.max(np.abs(np.asarray(mf(x, w, b))
+                                                 - tf(xt, wt, bt).cpu().numpy())))
+        if jax:
+            jf = jax.jit(lambda x, w, b: jax.nn.gelu(x * w + b, approximate=True))
+            impls["jax jit"] = lambda: peers.jax_case(jf, xj, wj, bj)
+        run_case(results, "gelu", "GB/s", nbytes, impls)
+
+    # --- softmax ------------------------------------------------------------------------------
+    if not only or "softmax" in only:
+        ms = mx.jit(lambda x: mx.nn.softmax(x, axis=-1))
+        impls = {"mirax jit": lambda: (lambda: ms(x), csync)}
+        if torch:
+            ts = lambda x: torch.softmax(x, dim=-1)  # noqa: E731
+            impls["torch eager"] = lambda: (lambda: ts(xt), peers.tsync)
+            impls["torch.compile"] = lambda: ((lambda c: lambda: c(xt))(tcompile(ts)),
+                                              peers.tsync)
+            checks["softmax"] = float(np.max(np.abs(np.asarray(ms(x)) - ts(xt).cpu().numpy())))
+        if jax:
+            js = jax.jit(lambda x: jax.nn.softmax(x, axis=-1))
+            impls["jax jit"] = lambda: peers.jax_case(js, xj)
+        run_case(results, "softmax", "GB/s", nbytes, impls)
+
+    # --- layer_norm ---------------------------------------------------------------------------
+    if not only or "layer_norm" in only:
+        ml = mx.jit(lambda x, w, b: mx.nn.layer_norm(x, w, b, eps=1e-5))
+        impls = {"mirax jit": lambda: (lambda: ml(x, w, b), csync)}
+        if torch:
+            tl = lambda x, w, b: torch.nn.functional.layer_norm(x, (C,), w, b, 1e-5)  # noqa
+            impls["torch eager"] = lambda: (lambda: tl(xt, wt, bt), peers.tsync)
+            impls["torch.compile"] = lambda: ((lambda c: lambda: c(xt, wt, bt))(tcompile(tl)),
+                                              peers.tsync)
+            checks["layer_norm"] = float(np.max(np.abs(np.asarray(ml(x, w, b))
+                                                       - tl(xt, wt, bt).cpu().numpy())))
+        if jax:
+            def jln(x, w, b):
+                m = x.mean(-1, keepdims=True)
+                v = ((x - m) ** 2).mean(-1, keepdims=True)
+                return (x - m) * jax.lax.rsqrt(v + 1e-5) * w + b
+            jl = jax.jit(jln)
+            impls["jax jit"] = lambda: peers.jax_case(jl, xj, wj, bj)
+        run_case(results, "layer_norm", "GB/s", nbytes, impls)
+    x = xt = xj = None  # free the 512 MiB inputs before the matmul and MLP cases
+
+    # --- bf16 matmul ---------------------------------------------------------------------------
+    if not only or "matmul" in only:
+        n = 2048 if args.quick else 8192
+        a_h = rng.standard_normal((n, n), dtype=np.float32)
+        b2_h = rng.standard_normal((n, n), dtype=np.float32)
+        am = mx.device_put(a_h, "cuda").astype("bfloat16")
+        bm = mx.device_put(b2_h, "cuda").astype("bfloat16")
+        mm = mx.jit(lambda a, b: a @ b)
+        impls = {"mirax jit": lambda: (lambda: mm(am, bm), csync)}
+        if torch:
+            at = torch.from_numpy(a_h).cuda().bfloat16()
+            bt2 = torch.from_numpy(b2_h).cuda().bfloat16()
+            impls["torch eager"] = lambda: (lambda: at @ bt2, peers.tsync)
+            ref = (at @ bt2).float().cpu().numpy()
+            got = np.asarray(mm(am, bm)).astype(np.float32)
+            checks["matmul_rel"] = float(np.max(np.abs(got - ref)) / np.max(np.abs(ref)))
+        if jax:
+            aj = jax.device_put(a_h).astype(jnp.bfloat16)
+            bj2 = jax.device_put(b2_h).astype(jnp.bfloat16)
+            jm = jax.jit(lambda a, b: a @ b)
+            impls["jax jit"] = lambda: peers.jax_case(jm, aj, bj2)
+        run_case(results, "matmul_bf16", "TFLOP/s", 2.0 * n ** 3, impls)
+
+    # --- MLP Adam step ----------------------------------------------------------------------------
+    if not only or "mlp" in only:
+        mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=args.quick)
+
+    results["checks_max_abs_diff_vs_torch"] = checks
+    results["ratios"] = ratios(results)
+    results["cuda_failures"] = {str(k): v for k, v in be.failures.items()}
+    results["fusion"] = {how: n for (p, how), n in be.report.items() if p == "fusion"}
+    print("\nratios (peer time / mirax jit time; > 1 means mirax is faster):")
+    print("\n".join(results["ratios"]))
+    print("checks (max |mirax - torch|):", checks)
+    print("cuda native impls that fell back to the host:", results["cuda_failures"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+
+
+def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False):
+    torch, jax = peers.torch, peers.jax
+    sizes = [784, 2048, 2048, 10]
+    batch = 1024 if quick else 8192
+    lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
+    init = []
+    for i in range(3):
+        init.append(rng.standard_normal((sizes[i], sizes[i + 1]), dtype=np.float32)
+                    * np.float32(1 / np.sqrt(sizes[i])))
+        init.append(np.zeros(sizes[i + 1], np.float32))
+    xb = rng.standard_normal((batch, 784), dtype=np.float32)
+    yb = rng.integers(0, 10, batch).astype(np.int32)
+
+    def loss(params, x, y):
+        h = x
+        for i in range(0, 4, 2):
+            h = mx.nn.relu(h @ params[i] + params[i + 1])
+        logits = h @ params[4] + params[5]
+        return mx.nn.softmax_cross_entropy(logits, y).mean()
+
+    def step(params, m, v, t, x, y):
+        val, g = mx.value_and_grad(loss)(params, x, y)
+        t = t + 1.0
+        m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g)]
+        v = [b2 * vi + (1 - b2) * gi * gi for vi, gi in zip(v, g)]
+        c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+        params = [p - lr * (mi / c1) / (mnp.sqrt(vi / c2) + eps)
+                  for p, mi, vi in zip(params, m, v)]
+        return params, m, v, t, val
+
+    jstep = mx.jit(step)
+    state = {"s": ([mx.device_put(p, "cuda") for p in init],
+                   [mx.device_put(np.zeros_like(p), "cuda") for p in init],
+                   [mx.device_put(np.zeros_like(p), "cuda") for p in init],
+                   mx.device_put(np.float32(0), "cuda"))}
+    xm, ym = mx.device_put(xb, "cuda"), mx.device_put(yb, "cuda")
+
+    def mirax_step():
+        p, m, v, t = state["s"]
+        p, m, v, t, val = jstep(p, m, v, t, xm, ym)
+        state["s"] = (p, m, v, t)
+        state["loss"] = val
+
+    impls = {"mirax jit": lambda: (mirax_step, csync)}
+    if torch:
+        def torch_setup(compiled):
+            model = torch.nn.Sequential(
+                torch.nn.Linear(784, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
+                torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
+            with torch.no_grad():
+                for lin, i in zip([model[0], model[2], model[4]], range(0, 6, 2)):
+                    lin.weight.copy_(torch.from_numpy(init[i].T.copy()))
+                    lin.bias.copy_(torch.from_numpy(init[i + 1]))
+            opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(b1, b2), eps=eps)
+            fwd = model
+            if compiled:
+                if not peers.use_compile:
+                    raise RuntimeError("skipped (--no-compile)")
+                fwd = torch.compile(model)
+            xt, yt = torch.from_numpy(xb).cuda(), torch.from_numpy(yb).long().cuda()
+
+            def tstep():
+                opt.zero_grad(set_to_none=True)
+                lval = torch.nn.functional.cross_entropy(fwd(xt), yt)
+                lval.backward()
+                opt.step()
+            return tstep, peers.tsync
+        impls["torch eager"] = lambda: torch_setup(False)
+        impls["torch.compile"] = lambda: torch_setup(True)
+    if jax:
+        jnp = jax.numpy
+
+        def jloss(params, x, y):
+            h = x
+            for i in range(0, 4, 2):
+                h = jax.nn.relu(h @ params[i] + params[i + 1])
+            logits = h @ params[4] + params[5]
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
+
+        @jax.jit
+        def jstep_(params, m, v, t, x, y):
+            val, g = jax.value_and_grad(jloss)(params, x, y)
+            t = t + 1.0
+            m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g)]
+            v = [b2 * vi + (1 - b2) * gi * gi for vi, gi in zip(v, g)]
+            c1, c2 = 1 - b1 ** t, 1 - b2 ** t
+            params = [p - lr * (mi / c1) / (jnp.sqrt(vi / c2) + eps)
+                      for p, mi, vi in zip(params, m, v)]
+            return params, m, v, t, val
+
+        jstate = {"s": ([jax.device_put(p) for p in init],
+                        [jnp.zeros_like(p) for p in init], [jnp.zeros_like(p) for p in init],
+                        jnp.float32(0))}
+        xj, yj = jax.device_put(xb), jax.device_put(yb)
+
+        def jax_step():
+            p, m, v, t = jstate["s"]
+            p, m, v, t, val = jstep_(p, m, v, t, xj, yj)
+            jstate["s"] = (p, m, v, t)
+            jstate["loss"] = val
+        impls["jax jit"] = lambda: (jax_step, lambda: jstate["loss"].block_until_ready())
+    flops = 6.0 * batch * sum(sizes[i] * sizes[i + 1] for i in range(3))
+    run_case(results, "mlp_adam", "TFLOP/s", flops, impls)
+    # the first mirax losses go down (a sanity check that the step trains)
+    if "loss" in state:
+        checks["mlp_loss_after_bench"] = float(np.asarray(state["loss"]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
