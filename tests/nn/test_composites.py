@@ -125,6 +125,23 @@ def test_jit_matches_eager(name):
                                rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["softmax_cross_entropy", "layer_norm", "attention_masked"])
+def test_jit_of_grad_and_hessian_match_eager(name):
+    f, build = CASES[name]
+    args = build(np.float64)
+    nums = tuple(range(len(args)))
+
+    def loss(*a):
+        return (f(*a) ** 2).sum()
+
+    for a, b in zip(mx.jit(mx.grad(loss, argnums=nums))(*args), mx.grad(loss, argnums=nums)(*args)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-14)
+    h = lambda x: mx.hessian(lambda x: loss(x, *args[1:]))(x)  # noqa: E731
+    np.testing.assert_allclose(np.asarray(mx.jit(h)(args[0])), np.asarray(h(args[0])),
+                               rtol=1e-12, atol=1e-14)
+    assert mx.ir.decompose is decompose
+
+
 # --- vmap ---------------------------------------------------------------------------------
 def stack_loop(f, batched):
     outs = [f(*xs) for xs in zip(*batched)]
