@@ -343,9 +343,9 @@ def _gelu_bwd_impl(ct, out, x, *, wrt, nout, approximate):
     if approximate:
         t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
         d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_C * x * x)
-    else:  # Phi(x) + x phi(x)
-        d = (0.5 * (1 + special_impl.erf(x / math.sqrt(2.0)))
-             + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))
+    else:  # Phi(x) + x phi(x), with Phi = out / x (no second erf; Phi(0) = 1/2)
+        phi = np.divide(out, x, out=np.full_like(x, 0.5), where=x != 0)
+        d = phi + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
     return [_f(ct * d, x)]
 
 
