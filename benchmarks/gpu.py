@@ -322,8 +322,7 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False):
             logits = h @ params[4] + params[5]
             return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], 1))
 
-        @jax.jit
-        def jstep_(params, m, v, t, x, y):
+        def jstep_raw(params, m, v, t, x, y):
             val, g = jax.value_and_grad(jloss)(params, x, y)
             t = t + 1.0
             m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g)]
@@ -333,17 +332,27 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False):
                       for p, mi, vi in zip(params, m, v)]
             return params, m, v, t, val
 
-        jstate = {"s": ([jax.device_put(p) for p in init],
-                        [jnp.zeros_like(p) for p in init], [jnp.zeros_like(p) for p in init],
-                        jnp.float32(0))}
         xj, yj = jax.device_put(xb), jax.device_put(yb)
 
-        def jax_step():
-            p, m, v, t = jstate["s"]
-            p, m, v, t, val = jstep_(p, m, v, t, xj, yj)
-            jstate["s"] = (p, m, v, t)
-            jstate["loss"] = val
-        impls["jax jit"] = lambda: (jax_step, lambda: jstate["loss"].block_until_ready())
+        def jax_setup(precision):
+            # JAX's default f32 matmul precision on this GPU is TF32; "highest" is full
+            # float32, as mirax (cuBLAS SGEMM) and torch (allow_tf32 off) compute.
+            import contextlib
+            ctx = (jax.default_matmul_precision(precision) if precision
+                   else contextlib.nullcontext())
+            jstep_ = jax.jit(jstep_raw)
+            st = {"s": ([jax.device_put(p) for p in init], [jnp.zeros_like(p) for p in init],
+                        [jnp.zeros_like(p) for p in init], jnp.float32(0))}
+
+            def jax_step():
+                p, m, v, t = st["s"]
+                with ctx:
+                    p, m, v, t, val = jstep_(p, m, v, t, xj, yj)
+                st["s"] = (p, m, v, t)
+                st["loss"] = val
+            return jax_step, lambda: st["loss"].block_until_ready()
+        impls["jax jit"] = lambda: jax_setup(None)
+        impls["jax jit fp32"] = lambda: jax_setup("highest")
     flops = 6.0 * batch * sum(sizes[i] * sizes[i + 1] for i in range(3))
     run_case(results, "mlp_adam", "TFLOP/s", flops, impls)
     # the first mirax losses go down (a sanity check that the step trains)

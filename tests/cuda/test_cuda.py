@@ -300,6 +300,12 @@ def test_fused_elementwise_kernel_matches_unfused():
     _close(got, want, 2e-5, 2e-6)
     plan = mx.transforms.jit.executable(mx.make_graph(f)(x, w, b), "cuda")
     assert "fusion" in plan.source
+    # a strided input takes CuPy's n-d indexed kernel instead of the flat one
+    xt = _cuda(np.ascontiguousarray(x.T)).T
+    assert not xt._buf.flags.c_contiguous
+    _close(mx.jit(f)(xt, _cuda(w), _cuda(b)), want, 2e-5, 2e-6)
+    from mirax.backends.cuda import codegen
+    assert not codegen.failures, codegen.failures
 
 
 def test_fused_reduction_kernel():

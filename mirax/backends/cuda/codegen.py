@@ -172,6 +172,7 @@ def node_expr(node, args: list[str]) -> str:
 
 # --- fusion kernels ---------------------------------------------------------------------------
 _kernels: dict = {}  # source -> compiled CuPy kernel object
+failures: list = []  # flat kernels NVRTC refused (their groups use CuPy's kernels instead)
 
 REDUCE = {  # name -> (reduce_expr, identity for floats, identity for ints)
     "reduce_sum": ("a + b", "0", "0"),
@@ -235,13 +236,71 @@ def elementwise_kernel(sub, inline: dict, outputs, name="fused"):
     idx = [i for i, _ in params]
     shape = tuple(outputs[0].aval.shape)
     out_dtypes = [o.aval.dtype for o in outputs]
+    flat = [_flat_kernel(params, lines, names, outputs, shape, kname)]
 
     def run(*bufs):
         outs = [cp.empty(shape, d) for d in out_dtypes]
-        kern(*[bufs[i] for i in idx], *outs)
+        ins = [bufs[i] for i in idx]
+        if flat[0] is not None and all(b.flags.c_contiguous for b in ins):
+            try:
+                flat[0](ins, outs)
+                return outs
+            except Exception as e:  # noqa: BLE001 - NVRTC refused it: the CuPy kernel
+                failures.append(f"{kname}: {type(e).__name__}: {str(e)[:300]}")
+                flat[0] = None
+        kern(*ins, *outs)  # strided inputs: CuPy's indexer handles any layout
         return outs
     run.source = body
     return run
+
+
+def _flat_kernel(params, lines, names, outputs, shape, kname):
+    """A raw kernel with flat indices, when every input is the full shape, a trailing
+    block of it (a bias over the last axes: index i % m) or one value, and no value is
+    half precision; None otherwise. It skips CuPy's per-element n-d index arithmetic."""
+    n = int(np.prod(shape))
+    itype = "int" if n < 2 ** 31 - 1024 else "long long"  # i + block never overflows
+    loads, decl = [], []
+    for i, v in params:
+        vs = tuple(v.aval.shape)
+        while vs and vs[0] == 1 and len(vs) > 0:
+            vs = vs[1:]
+        if np.dtype(v.aval.dtype) in (np.dtype(np.float16), dtypes.bfloat16):
+            return None
+        if vs == shape[len(shape) - len(vs):] and len(vs) == len(shape):
+            at = "i"
+        elif int(np.prod(vs)) == 1:
+            at = "0"
+        elif vs and vs == shape[len(shape) - len(vs):]:
+            at = f"i % ({itype}){int(np.prod(vs))}"
+        else:
+            return None
+        ct = ctype(v.aval.dtype)
+        decl.append(f"const {ct}* __restrict__ x{i}")
+        loads.append(f"const {ct} a{i} = x{i}[{at}];")
+    for j, o in enumerate(outputs):
+        if np.dtype(o.aval.dtype) in (np.dtype(np.float16), dtypes.bfloat16):
+            return None
+        decl.append(f"{ctype(o.aval.dtype)}* __restrict__ y{j}")
+    decl.append(f"const {itype} n")
+    body = [ln for ln in lines if ln.startswith("const ")  # the chain, minus loads & stores
+            and not ln.split("=")[0].split()[-1].startswith("a")]
+    body = loads + body + [f"y{j}[i] = {names[o]};" for j, o in enumerate(outputs)]
+    src = (f'extern "C" __global__ void {kname}({", ".join(decl)}) {{\n'
+           f"  const {itype} i = blockIdx.x * ({itype})blockDim.x + threadIdx.x;\n"
+           f"  if (i >= n) return;\n"
+           + "\n".join("  " + ln for ln in body) + "\n}\n")
+    kern = _kernels.get(("flat", src))
+    if kern is None:
+        _debug("flat elementwise", kname, src)
+        kern = _kernels[("flat", src)] = cp.RawKernel(src, kname)
+    scalar_n = np.int32(n) if itype == "int" else np.int64(n)
+    blocks = max(1, -(-n // 256))  # one value per thread
+
+    def launch(ins, outs):
+        if n:
+            kern((blocks,), (256,), (*ins, *outs, scalar_n))
+    return launch
 
 
 def reduction_kernel(sub, inline: dict, name="fused"):
