@@ -121,8 +121,11 @@ def promote_types_weak(a, a_weak: bool, b, b_weak: bool):
     """Promote two (dtype, weak) pairs; returns (dtype, weak) as JAX does."""
     j = _join(_key(a, a_weak), _key(b, b_weak))
     if j == _WEAK_FLOAT:
-        return default_float if not (a_weak and is_float(a) or b_weak and is_float(b)) else (
-            a if a_weak and is_float(a) else b), True
+        # two weak floats keep the wider one; a weak int meeting a weak float takes the float
+        weak_floats = [d for d, w in ((a, a_weak), (b, b_weak)) if w and is_float(d)]
+        if not weak_floats:
+            return default_float, True
+        return max(weak_floats, key=lambda d: d.itemsize), True
     if j == _WEAK_INT:
         return (a if a_weak and is_int(a) else b), True
     return j, False

@@ -231,8 +231,9 @@ def explain_failure(prim, args, params):
 def aval_of(x) -> ShapedArray:
     if isinstance(x, (Array, Tracer)):
         return x.aval
-    if isinstance(x, (np.ndarray, np.generic)):
-        return ShapedArray(x.shape, x.dtype, True)
+    if isinstance(x, (np.ndarray, np.generic)):  # NumPy inputs keep their dtype (strong)
+        from mirax.core import dtypes
+        return ShapedArray(x.shape, dtypes.input_dtype(x)[0], False)
     if isinstance(x, (bool, int, float)):
         from mirax.core import dtypes
         return ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
