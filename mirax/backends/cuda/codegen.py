@@ -259,43 +259,54 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
     block of it (a bias over the last axes: index i % m) or one value, and no value is
     half precision; None otherwise. It skips CuPy's per-element n-d index arithmetic."""
     n = int(np.prod(shape))
-    itype = "int" if n < 2 ** 31 - 1024 else "long long"  # i + block never overflows
-    loads, decl = [], []
+    itype = "int" if n < 2 ** 31 - 4096 else "long long"  # base + k * BLOCK never overflows
+    pre, loads, decl = [], [], []
     for i, v in params:
         vs = tuple(v.aval.shape)
-        while vs and vs[0] == 1 and len(vs) > 0:
+        while vs and vs[0] == 1:
             vs = vs[1:]
         if np.dtype(v.aval.dtype) in (np.dtype(np.float16), dtypes.bfloat16):
             return None
-        if vs == shape[len(shape) - len(vs):] and len(vs) == len(shape):
+        ct = ctype(v.aval.dtype)
+        decl.append(f"const {ct}* __restrict__ x{i}")
+        if int(np.prod(vs)) == 1:  # one value: loaded once per thread
+            pre.append(f"const {ct} a{i} = x{i}[0];")
+            continue
+        if vs == shape:
             at = "i"
-        elif int(np.prod(vs)) == 1:
-            at = "0"
         elif vs and vs == shape[len(shape) - len(vs):]:
             at = f"i % ({itype}){int(np.prod(vs))}"
         else:
             return None
-        ct = ctype(v.aval.dtype)
-        decl.append(f"const {ct}* __restrict__ x{i}")
-        loads.append(f"const {ct} a{i} = x{i}[{at}];")
+        pre.append(f"{ct} r{i}[UNROLL];")
+        loads.append(f"r{i}[k] = x{i}[{at}];")
     for j, o in enumerate(outputs):
         if np.dtype(o.aval.dtype) in (np.dtype(np.float16), dtypes.bfloat16):
             return None
         decl.append(f"{ctype(o.aval.dtype)}* __restrict__ y{j}")
     decl.append(f"const {itype} n")
-    body = [ln for ln in lines if ln.startswith("const ")  # the chain, minus loads & stores
-            and not ln.split("=")[0].split()[-1].startswith("a")]
-    body = loads + body + [f"y{j}[i] = {names[o]};" for j, o in enumerate(outputs)]
-    src = (f'extern "C" __global__ void {kname}({", ".join(decl)}) {{\n'
-           f"  const {itype} i = blockIdx.x * ({itype})blockDim.x + threadIdx.x;\n"
-           f"  if (i >= n) return;\n"
-           + "\n".join("  " + ln for ln in body) + "\n}\n")
+    chain = [ln for ln in lines if ln.startswith("const ")  # the chain, minus loads & stores
+             and not ln.split("=")[0].split()[-1].startswith("a")]
+    regs = [f"const {ctype(v.aval.dtype)} a{i} = r{i}[k];" for i, v in params
+            if f"r{i}[UNROLL]" in " ".join(pre)]
+    compute = regs + chain + [f"y{j}[i] = {names[o]};" for j, o in enumerate(outputs)]
+    # Each thread handles UNROLL values BLOCK apart (coalesced), loading all of them before
+    # computing any, so several loads are in flight per thread.
+    loop = f"for (int k = 0; k < UNROLL; k++) {{\n    const {itype} i = base + k * BLOCK;\n" \
+        f"    if (i < n) {{\n"
+    src = (f"#define BLOCK 256\n#define UNROLL 4\n"
+           f'extern "C" __global__ void {kname}({", ".join(decl)}) {{\n'
+           f"  const {itype} base = blockIdx.x * ({itype})(BLOCK * UNROLL) + threadIdx.x;\n"
+           + "".join(f"  {ln}\n" for ln in pre)
+           + "  #pragma unroll\n  " + loop + "".join(f"      {ln}\n" for ln in loads)
+           + "    }\n  }\n  #pragma unroll\n  " + loop
+           + "".join(f"      {ln}\n" for ln in compute) + "    }\n  }\n}\n")
     kern = _kernels.get(("flat", src))
     if kern is None:
         _debug("flat elementwise", kname, src)
         kern = _kernels[("flat", src)] = cp.RawKernel(src, kname)
     scalar_n = np.int32(n) if itype == "int" else np.int64(n)
-    blocks = max(1, -(-n // 256))  # one value per thread
+    blocks = max(1, -(-n // 1024))  # BLOCK * UNROLL values per block
 
     def launch(ins, outs):
         if n:
