@@ -82,6 +82,31 @@ class Tracer(ArrayOps):
             "NumPy cannot see traced values; use mirax.numpy instead")
 
 
+class PrimalTracer(Tracer):
+    """A tracer carrying a value of the level below (`primal`): Python control flow on it
+    works whenever that value is concrete (eager grad/jvp, as in autograd)."""
+    __slots__ = ("primal", "_aval")
+
+    @property
+    def aval(self):
+        return self._aval
+
+    def __bool__(self):
+        return bool(self.primal)
+
+    def __int__(self):
+        return int(self.primal)
+
+    def __float__(self):
+        return float(self.primal)
+
+    def __index__(self):
+        return self.primal.__index__()
+
+    def item(self):
+        return self.primal.item()
+
+
 class EvalTrace(Trace):
     """The bottom interpreter: evaluate at once on the arguments' backend."""
     level = 0

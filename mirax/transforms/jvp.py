@@ -5,36 +5,17 @@ its result is not a tracer of this interpreter at all (nothing to carry)."""
 from __future__ import annotations
 
 from mirax.core import dtypes
-from mirax.core.trace import Trace, Tracer, aval_of, new_trace, zeros_like_aval
+from mirax.core.trace import PrimalTracer, Trace, aval_of, new_trace, zeros_like_aval
 
 
-class JVPTracer(Tracer):
-    __slots__ = ("primal", "tangent", "_aval")
+class JVPTracer(PrimalTracer):
+    __slots__ = ("tangent",)
 
     def __init__(self, trace, primal, tangent):
         self._trace = trace
         self.primal = primal
         self.tangent = tangent
         self._aval = aval_of(primal)
-
-    @property
-    def aval(self):
-        return self._aval
-
-    def __bool__(self):
-        return bool(self.primal)
-
-    def __int__(self):
-        return int(self.primal)
-
-    def __float__(self):
-        return float(self.primal)
-
-    def __index__(self):
-        return self.primal.__index__()
-
-    def item(self):
-        return self.primal.item()
 
 
 class JVPTrace(Trace):

@@ -10,36 +10,17 @@ Fan-out cotangents are summed; None is a symbolic zero cotangent.
 from __future__ import annotations
 
 from mirax.core import dtypes
-from mirax.core.trace import Trace, Tracer, aval_of, new_trace, zeros_like_aval
+from mirax.core.trace import PrimalTracer, Trace, aval_of, new_trace, zeros_like_aval
 
 
-class VJPTracer(Tracer):
-    __slots__ = ("primal", "_aval", "idx")
+class VJPTracer(PrimalTracer):
+    __slots__ = ("idx",)
 
     def __init__(self, trace, primal, idx: int):
         self._trace = trace
         self.primal = primal
         self._aval = aval_of(primal)
         self.idx = idx  # this value's slot in the tape's cotangent table
-
-    @property
-    def aval(self):
-        return self._aval
-
-    def __bool__(self):
-        return bool(self.primal)
-
-    def __int__(self):
-        return int(self.primal)
-
-    def __float__(self):
-        return float(self.primal)
-
-    def __index__(self):
-        return self.primal.__index__()
-
-    def item(self):
-        return self.primal.item()
 
 
 class Entry:
