@@ -400,6 +400,8 @@ def _with_specials(a):
 spec("add", samples=with_scalar(binary()), dtypes=NUMERIC)
 spec("subtract", samples=with_scalar(binary()), dtypes=NUMERIC)
 spec("multiply", samples=with_scalar(binary()), dtypes=NUMERIC)
+spec("mul_strong", np.multiply, samples=binary(), path="ops.elementwise.mul_strong",
+     jax_name=None)
 spec("divide", samples=with_scalar(binary(gen2=nonzero)), dtypes=NUMERIC)
 spec("true_divide", samples=binary(gen2=nonzero), dtypes=NUMERIC, jax_name="true_divide")
 spec("floor_divide", samples=binary(-9, 9, gen2=nonzero), dtypes=NUMERIC, diff=False)

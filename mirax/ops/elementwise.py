@@ -120,12 +120,19 @@ def binary(name, impl, d=(None, None), *, keeps_weak=True, out_dtype=None):
 
 
 def _guard(g, d):
-    """g * d, where a zero g gives exactly 0 even when d is inf or NaN (strong zero).
+    """g * d, where a zero g gives exactly 0 even when d is inf or NaN (strong zero)."""
+    return mul_strong(g, d)
 
-    NOTE: only d is masked (where g == 0 and d is not finite), so the result stays
-    linear in g with derivative d wherever d is finite: higher orders are exact."""
-    bad = logical_and(eq(g, 0), logical_not(is_finite(d)))
-    return mul(g, select(bad, zeros_like(d), d))
+
+def _mul_strong_impl(g, d):
+    # NOTE: g * d is NaN exactly where a fix may be needed (0 * inf, 0 * NaN), so the
+    # common case costs one multiply and one isnan pass.
+    with np.errstate(invalid="ignore", over="ignore"):
+        out = np.multiply(g, d)
+    nan = np.isnan(out)
+    if nan.any():
+        out = np.where(nan & (np.broadcast_to(g, out.shape) == 0), 0, out).astype(out.dtype)
+    return out
 
 
 # --- arithmetic ---------------------------------------------------------------------------
@@ -133,6 +140,10 @@ def _guard(g, d):
 add_p = binary("add", np.add, (lambda g, x, y, o: g, lambda g, x, y, o: g))
 sub_p = binary("sub", np.subtract, (lambda g, x, y, o: g, lambda g, x, y, o: neg(g)))
 mul_p = binary("mul", np.multiply, (lambda g, x, y, o: mul(g, y), lambda g, x, y, o: mul(x, g)))
+# mul_strong: multiplication in which 0 * inf = 0 * NaN = 0 (the strong-zero product that
+# derivative rules use); its own derivatives are strong products again.
+mul_strong_p = binary("mul_strong", lambda g, d: _mul_strong_impl(g, d),
+                      (lambda t, g, d, o: mul_strong(t, d), lambda t, g, d, o: mul_strong(g, t)))
 # d(x/y) = dx / y - (x/y) dy / y
 div_p = binary("div", lambda x, y: _div_impl(x, y),
                (lambda g, x, y, o: _guard(g, reciprocal(y)),
@@ -380,6 +391,10 @@ def mul(x, y):
 
 def div(x, y):
     return _bind2(div_p, x, y)
+
+
+def mul_strong(x, y):
+    return _bind2(mul_strong_p, x, y)
 
 
 def rem(x, y):
