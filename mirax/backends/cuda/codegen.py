@@ -133,6 +133,8 @@ def _binary(name, a, b, ct):
         raise Unsupported(f"{name} on {ct}")
     if name == "div":
         return f"({a} / {b})"
+    if name == "mul_strong":  # the strong-zero product of derivative rules: 0 * inf = 0
+        return f"({a} == 0 ? ({ct})0 : {a} * {b})"
     fns = {"rem": "fmod", "pow": "pow", "atan2": "atan2", "nextafter": "nextafter"}
     if name in fns:
         return f"{_fn(ct, fns[name])}({a}, {b})"

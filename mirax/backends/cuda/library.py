@@ -33,6 +33,7 @@ REFERENCE_OK = {
     "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "not", "is_finite",
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and",
     "or", "xor", "shift_left", "shift_right", "eq", "ne", "lt", "le", "gt", "ge", "select",
+    "mul_strong",
     # shape
     "broadcast_in_dim", "reshape", "transpose", "concatenate", "rev", "slice",
     # transforms whose impl runs a Python body on Arrays (eager dispatch keeps it on device)
