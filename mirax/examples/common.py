@@ -1,0 +1,92 @@
+"""Shared helpers for the examples: shipped data files, a progress bar that falls back to
+plain prints when tqdm is missing, and a loss-curve PNG when matplotlib is installed."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def data_path(name: str) -> Path:
+    path = DATA / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: the examples' data ships in "
+                                "mirax/examples/data (package-data in pyproject.toml)")
+    return path
+
+
+class Progress:
+    """`for i in Progress(n, "charlm"): ... bar.set(loss=...)`: tqdm when installed (and
+    `quiet` is off), else a line every `every` steps."""
+
+    def __init__(self, total: int, desc: str, every: int | None = None, quiet: bool = False):
+        self.total, self.desc, self.quiet = total, desc, quiet
+        self.every = every or max(1, total // 10)
+        self.info: dict = {}
+        self._bar = None
+        if not quiet:
+            try:
+                from tqdm.auto import tqdm
+                self._bar = tqdm(total=total, desc=desc, file=sys.stdout, dynamic_ncols=True)
+            except ImportError:
+                pass
+
+    def __iter__(self):
+        self.t0 = time.perf_counter()
+        for i in range(self.total):
+            yield i
+            if self._bar is not None:
+                self._bar.update(1)
+                self._bar.set_postfix({k: _fmt(v) for k, v in self.info.items()}, refresh=False)
+            elif not self.quiet and ((i + 1) % self.every == 0 or i + 1 == self.total):
+                shown = "  ".join(f"{k} {_fmt(v)}" for k, v in self.info.items())
+                print(f"{self.desc}: step {i + 1}/{self.total}  {shown}  "
+                      f"({time.perf_counter() - self.t0:.1f} s)", flush=True)
+        if self._bar is not None:
+            self._bar.close()
+
+    def set(self, **info) -> None:
+        self.info.update(info)
+
+    def write(self, text: str) -> None:
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.write(text)
+        else:
+            print(text, flush=True)
+
+
+def _fmt(v) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def plot_curves(path: str | os.PathLike | None, curves: dict, title: str,
+                ylabel: str = "loss", hlines: dict | None = None) -> str | None:
+    """Write a PNG of named (steps, values) curves; returns the path, or None when matplotlib
+    is missing or path is None."""
+    if path is None:
+        return None
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, (xs, ys) in curves.items():
+        ax.plot(xs, ys, label=name)
+    for name, y in (hlines or {}).items():
+        ax.axhline(y, linestyle="--", color="gray", linewidth=1)
+        ax.text(0, y, f" {name}", va="bottom", fontsize=8, color="gray")
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return str(path)
