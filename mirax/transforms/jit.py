@@ -22,6 +22,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of, nonhost_buffers as _nonhost, state as _state
 from mirax.ir.build import arg_names_for, trace_to_graph
 from mirax.ir.interpret import eval_graph
+from mirax.ops.common import operand as _operand
 
 # --- the call primitive -------------------------------------------------------------------
 call_p = Primitive("call", multiple_results=True)
@@ -185,6 +186,9 @@ class Jitted:
         statics, dyn, kw_dyn = self._split(args, kwargs)
         leaves, in_tree = tree.flatten((dyn, kw_dyn))
         key = (in_tree, tuple(map(_leaf_key, leaves)), statics)
+        # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
+        # tracing sees the key's avals and an output that is an input is still an Array
+        leaves = [x if isinstance(x, (Array, Tracer)) else _operand(x, "jit") for x in leaves]
         entry = self.cache.get(key)
         if entry is None:
             self.misses += 1
