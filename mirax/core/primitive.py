@@ -40,6 +40,7 @@ class Primitive:
         self.vmap_rule: Callable | None = None
         self.decomposition: Callable | None = None
         self.linear = False
+        self.format_params: Callable | None = None  # params as the listing shows them
         registry[name] = self
 
     def __repr__(self):

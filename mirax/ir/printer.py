@@ -67,7 +67,9 @@ def listing(graph: Graph, indent: int = 0, names: dict | None = None,
     rows = []
     for node in graph.nodes:
         lhs = ", ".join(f"{name(o)}: {o.aval}" for o in node.outputs)
-        params = {k: v for k, v in node.params.items() if not _subgraphs(v)}
+        shown_params = node.prim.format_params(node.params) if node.prim.format_params \
+            else node.params
+        params = {k: v for k, v in shown_params.items() if v is not None and not _subgraphs(v)}
         ptxt = ("[" + ", ".join(f"{k}={_fmt_param(v)}" for k, v in params.items()) + "]"
                 if params else "")
         args = ", ".join(name(v) for v in node.inputs)

@@ -30,6 +30,18 @@ def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, preferred_element_type=pet)
 
 
+def _dot_general_format(params):
+    (lc, rc), (lb, rb) = params["dimension_numbers"]
+    shown = {"contract": (lc, rc)}
+    if lb:
+        shown["batch"] = (lb, rb)
+    shown["out"] = params["preferred_element_type"]
+    return shown
+
+
+dot_general_p.format_params = _dot_general_format
+
+
 @dot_general_p.def_abstract_eval
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, preferred_element_type):
     (lc, rc), (lb, rb) = dimension_numbers

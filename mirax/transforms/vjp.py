@@ -154,6 +154,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
             return (value, strip_aux(aux_box[0], trace_box[0])), g
         return value, g
     value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
+    value_and_grad_f.__wrapped__ = f  # signature (argument names) for listings and errors
     return value_and_grad_f
 
 
@@ -167,6 +168,7 @@ def grad(f, argnums=0, has_aux=False):
             return g, aux
         return out[1]
     grad_f.__name__ = f"grad({getattr(f, '__name__', 'f')})"
+    grad_f.__wrapped__ = f
     return grad_f
 
 

@@ -166,6 +166,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
         res = vmap_flat(flat_fn, mapped, dims, size, _OutAxes(out_axes, out_box))
         return tree.unflatten(out_box[0], res)
     vmapped.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
+    vmapped.__wrapped__ = f
     return vmapped
 
 

@@ -19,7 +19,7 @@ def _mlp_bits(x, w):
 GOLDEN = """\
 graph _mlp_bits(x: f32[4,3], w: f32[3,5]) -> (f32[4,5], f32[])
   a: f32[] = const 2.0
-  b: f32[4,5] = dot_general[dimension_numbers=(((1,), (0,)), ((), ())), preferred_element_type=None] x, w
+  b: f32[4,5] = dot_general[contract=((1,), (0,))] x, w
   c: f32[4,5], d: f32[4] = fusion[name=tanh_reduce_sum] b
       graph tanh_reduce_sum(b: f32[4,5]) -> (f32[4,5], f32[4])
         c: f32[4,5] = tanh b

@@ -28,7 +28,7 @@ def loss(w, x):
 
 LOSS = """\
 graph loss(w: f32[4,3], x: f32[8,4]) -> f32[]
-  a: f32[8,3] = dot_general[dimension_numbers=(((1,), (0,)), ((), ())), preferred_element_type=None] x, w
+  a: f32[8,3] = dot_general[contract=((1,), (0,))] x, w
   b: f32[8,3] = tanh a
   c: f32[8,3] = mul b, b
   d: f32[] = reduce_sum[axes=(0, 1)] c
@@ -55,10 +55,10 @@ def mlp_loss(params, x, y):
 MLP = """\
 graph mlp_loss(a: f32[4,8], b: f32[8], c: f32[8,2], d: f32[2], x: f32[16,4], y: f32[16,2]) -> f32[]
   e: f32[] = const 32.0
-  f: f32[16,8] = dot_general[dimension_numbers=(((1,), (0,)), ((), ())), preferred_element_type=None] x, a
+  f: f32[16,8] = dot_general[contract=((1,), (0,))] x, a
   g: f32[16,8] = add f, b
   h: f32[16,8] = tanh g
-  i: f32[16,2] = dot_general[dimension_numbers=(((1,), (0,)), ((), ())), preferred_element_type=None] h, c
+  i: f32[16,2] = dot_general[contract=((1,), (0,))] h, c
   j: f32[16,2] = add i, d
   k: f32[16,2] = sub j, y
   l: f32[16,2] = mul k, k
