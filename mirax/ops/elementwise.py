@@ -199,7 +199,12 @@ def _rem_impl(x, y):
 def _pow_impl(x, y):
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         if x.dtype.kind in "iu":
-            return np.power(x, np.maximum(y, 0)).astype(x.dtype)
+            # negative exponents as lax.pow: 1 / x^-y truncated, so only |x| == 1 survives
+            out = np.power(x, np.maximum(y, 0))
+            if (y < 0).any():
+                odd = np.where(np.remainder(y, 2) == 1, -1, 1)
+                out = np.where(y < 0, np.where(x == 1, 1, np.where(x == -1, odd, 0)), out)
+            return np.asarray(out).astype(x.dtype)
         return np.power(x, y)
 
 

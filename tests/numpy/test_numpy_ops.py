@@ -174,6 +174,10 @@ def test_power_rules():
     assert mnp.power(x, 0.5).dtype == mnp.float32
     with pytest.raises(ValueError, match="negative"):
         mnp.power(x, -1)
+    # array exponents: negative ones truncate like lax.pow (JAX gives the same)
+    b = mnp.asarray([2, 3, 1, -1, -1, -2])
+    e = mnp.asarray([-1, 2, -3, -3, -2, -2])
+    assert mnp.power(b, e).tolist() == [0, 9, 1, -1, 1, 0]
     f = mnp.asarray([0.5, 2.0])
     np.testing.assert_allclose(f ** -2, [4.0, 0.25])
     np.testing.assert_allclose(2 ** f, 2 ** np.asarray(f), rtol=1e-6)
