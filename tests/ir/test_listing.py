@@ -99,7 +99,8 @@ def test_grad_listing_shape():
     assert header.startswith("graph grad(loss)(") and header.endswith("-> f32[4,3]")
     ops = [line.split(" = ")[1].split()[0].split("[")[0] for line in text.splitlines()[1:-1]
            if "= const" not in line]
-    assert ops.count("tanh") == 1 and ops.count("dot_general") == 3
+    # the forward product and the one for w's cotangent (x's may be pruned)
+    assert ops.count("tanh") == 1 and 2 <= ops.count("dot_general") <= 3
     assert text.splitlines()[-1].startswith("  return ")
 
 
