@@ -41,6 +41,8 @@ class Primitive:
         self.decomposition: Callable | None = None
         self.linear = False
         self.format_params: Callable | None = None  # params as the listing shows them
+        # a vjp rule that accepts `needs=` (one bool per input) may skip unwanted cotangents
+        self.vjp_takes_needs = False
         registry[name] = self
 
     def __repr__(self):

@@ -121,15 +121,19 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, swap_ans=False):
 
 
 @dot_general_p.def_vjp
-def _dot_general_vjp(ct, out, x, y, *, dimension_numbers, preferred_element_type):
+def _dot_general_vjp(ct, out, x, y, *, dimension_numbers, preferred_element_type,
+                     needs=(True, True)):
     (xc, yc), (xb, yb) = dimension_numbers
     xa, ya = aval_of(x), aval_of(y)
     if not dtypes.is_float(xa.dtype):
         return [None, None]
     ct = ct if preferred_element_type is None else _cast(ct, xa.dtype)
     swapped = ((yc, xc), (yb, xb))
-    return [_transpose_lhs(ct, xa, y, dimension_numbers),
-            _transpose_lhs(ct, ya, x, swapped, swap_ans=True)]
+    return [_transpose_lhs(ct, xa, y, dimension_numbers) if needs[0] else None,
+            _transpose_lhs(ct, ya, x, swapped, swap_ans=True) if needs[1] else None]
+
+
+dot_general_p.vjp_takes_needs = True
 
 
 def _cast(x, dtype):

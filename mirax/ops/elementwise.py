@@ -54,10 +54,10 @@ def _nary_jvp(prim, derivs):
 
 
 def _nary_vjp(derivs):
-    def vjp(ct, out, *primals, **params):
+    def vjp(ct, out, *primals, needs=None, **params):
         cts = []
-        for d, x in zip(derivs, primals):
-            if d is None or not _is_diff(x):
+        for i, (d, x) in enumerate(zip(derivs, primals)):
+            if d is None or not _is_diff(x) or (needs is not None and not needs[i]):
                 cts.append(None)
                 continue
             c = d(ct, *primals, out)
@@ -91,6 +91,7 @@ def unary(name, impl, d=None, *, float_only=True, keeps_weak=True, out_dtype=Non
     derivs = [d]
     p.def_jvp(_nary_jvp(p, derivs))
     p.def_vjp(_nary_vjp(derivs))
+    p.vjp_takes_needs = True
     p.def_vmap(_nary_vmap(p))
     p.float_only = float_only
     UNARY_OPS[name] = p
@@ -114,6 +115,7 @@ def binary(name, impl, d=(None, None), *, keeps_weak=True, out_dtype=None):
     derivs = list(d)
     p.def_jvp(_nary_jvp(p, derivs))
     p.def_vjp(_nary_vjp(derivs))
+    p.vjp_takes_needs = True
     p.def_vmap(_nary_vmap(p))
     BINARY_OPS[name] = p
     return p
@@ -308,6 +310,7 @@ def _select_abstract_eval(p, a, b):
 select_p.keeps_weak = False
 select_p.def_jvp(_nary_jvp(select_p, [None, lambda g, p, a, b, o: select(p, g, zeros_like(g)),
                                       lambda g, p, a, b, o: select(p, zeros_like(g), g)]))
+select_p.vjp_takes_needs = True
 select_p.def_vjp(_nary_vjp([None, lambda g, p, a, b, o: select(p, g, zeros_like(g)),
                             lambda g, p, a, b, o: select(p, zeros_like(g), g)]))
 select_p.def_vmap(_nary_vmap(select_p))

@@ -71,12 +71,15 @@ def backward(trace: VJPTrace, out_idx: list, cts: list, in_idx: list) -> list:
         out_cts = [table.pop(i, None) for i in e.out_idx]
         if all(c is None for c in out_cts):
             continue
+        params = e.params
+        if e.prim.vjp_takes_needs:  # the rule skips cotangents nobody wants (a weight's)
+            params = dict(params, needs=tuple(i is not None for i in e.in_idx))
         if e.prim.multiple_results:
             out_cts = [c if c is not None else zeros_like_aval(aval_of(o))
                        for c, o in zip(out_cts, e.out)]
-            in_cts = e.prim.vjp_rule(out_cts, e.out, *e.primals, **e.params)
+            in_cts = e.prim.vjp_rule(out_cts, e.out, *e.primals, **params)
         else:
-            in_cts = e.prim.vjp_rule(out_cts[0], e.out, *e.primals, **e.params)
+            in_cts = e.prim.vjp_rule(out_cts[0], e.out, *e.primals, **params)
         for i, c in zip(e.in_idx, in_cts):
             if i is None or c is None:
                 continue
