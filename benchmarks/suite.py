@@ -9,10 +9,13 @@ against JAX before timing; medians of interleaved rounds after warm-up):
   W2  per-example gradients of a 64-128-10 tanh MLP at batch 128 (vmap of grad)
   W3  Hessian-vector product of a ~200k-parameter 3-layer tanh MLP loss, batch 64
   W4  third derivative of sum(sin(x) * x^3), x of 100,000 (steady state; first call too)
+  W5  one pre-LN causal transformer block (d 256, 4 heads, MLP 1024, tanh-gelu), batch 8,
+      sequence 128: loss mean(out^2), value and grad of all block parameters
+  W6  a GAT-like layer (one head; index_select, segment_softmax, index_add) on 10,000
+      nodes, 100,000 edges, 64 features: loss mean(out^2), value and grad of its weights
   W7  jacfwd and jacrev of a 256->256 tanh MLP
   W8  eager per-op overhead (the 200-op chain of benchmarks/overhead.py)
-Not yet here (their ops do not exist yet): W5 transformer block, W6 GAT layer, W9. Add them
-as functions returning a `cases` dict like the others.
+  W9  first call (trace, compile, run) of jit(grad) of a 6-layer W5 model; once each
 
 Peers: JAX jit (the reference of every ratio), PyTorch eager, torch.compile with
 --torch-compile (skipped where it fails; its compile takes minutes on a small CPU).
@@ -339,10 +342,246 @@ def w7(args):
     return cases
 
 
+# --- W5 / W9: pre-LN transformer block ---------------------------------------------------------
+D_MODEL, HEADS, D_MLP, BATCH, SEQ = 256, 4, 1024, 8, 128
+
+
+class _MiraxNN:
+    reshape = staticmethod(lambda x, s: mnp.reshape(x, s))
+    mean = staticmethod(lambda x: mnp.mean(x))
+    take = staticmethod(lambda x, i: mx.nn.index_select(x, i))
+    leaky_relu = staticmethod(lambda x: mx.nn.leaky_relu(x, 0.2))
+    index_add = staticmethod(lambda x, i, n: mx.nn.index_add(x, i, n))
+    segment_softmax = staticmethod(lambda x, i, n: mx.nn.segment_softmax(x, i, n))
+
+    @staticmethod
+    def ln(x, w, b):
+        return mx.nn.layer_norm(x, w, b, eps=1e-5)
+
+    @staticmethod
+    def attn(q, k, v):
+        return mx.nn.dot_product_attention(q, k, v, is_causal=True)
+
+    @staticmethod
+    def gelu(x):
+        return mx.nn.gelu(x, approximate=True)
+
+
+class _JaxNN:
+    reshape = staticmethod(lambda x, s: jnp.reshape(x, s))
+    mean = staticmethod(lambda x: jnp.mean(x))
+    take = staticmethod(lambda x, i: jnp.take(x, i, axis=0))
+    leaky_relu = staticmethod(lambda x: jax.nn.leaky_relu(x, 0.2))
+    index_add = staticmethod(lambda x, i, n: jax.ops.segment_sum(x, i, n))
+
+    @staticmethod
+    def segment_softmax(x, i, n):
+        m = jax.lax.stop_gradient(jax.ops.segment_max(x, i, n))
+        m = jnp.where(jnp.isfinite(m), m, 0.0)
+        e = jnp.exp(x - m[i])
+        return e / jax.ops.segment_sum(e, i, n)[i]
+
+    @staticmethod
+    def ln(x, w, b):
+        mu = jnp.mean(x, -1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mu), -1, keepdims=True)
+        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * w + b
+
+    @staticmethod
+    def attn(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+
+    @staticmethod
+    def gelu(x):
+        return jax.nn.gelu(x, approximate=True)
+
+
+class _TorchNN:
+    reshape = staticmethod(lambda x, s: torch.reshape(x, s))
+    mean = staticmethod(lambda x: torch.mean(x))
+    take = staticmethod(lambda x, i: torch.index_select(x, 0, i))
+    leaky_relu = staticmethod(lambda x: torch.nn.functional.leaky_relu(x, 0.2))
+
+    @staticmethod
+    def index_add(x, i, n):
+        return torch.zeros((n,) + tuple(x.shape[1:]), dtype=x.dtype).index_add_(0, i, x)
+
+    @staticmethod
+    def segment_softmax(x, i, n):
+        with torch.no_grad():
+            m = torch.full((n,), -torch.inf).scatter_reduce(0, i, x, "amax")
+            m = torch.where(torch.isfinite(m), m, 0.0)
+        e = torch.exp(x - m[i])
+        return e / torch.zeros(n).index_add_(0, i, e)[i]
+
+    @staticmethod
+    def ln(x, w, b):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+    @staticmethod
+    def attn(q, k, v):
+        o = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return o.transpose(1, 2)
+
+    @staticmethod
+    def gelu(x):
+        return torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def init_block():
+    d, f = D_MODEL, D_MLP
+
+    def w(a, b):
+        return RNG.normal(0, 1 / np.sqrt(a), (a, b)).astype(np.float32)
+
+    def z(n):
+        return np.zeros(n, np.float32)
+    return {"ln1_w": np.ones(d, np.float32), "ln1_b": z(d), "ln2_w": np.ones(d, np.float32),
+            "ln2_b": z(d), "wq": w(d, d), "bq": z(d), "wk": w(d, d), "bk": z(d),
+            "wv": w(d, d), "bv": z(d), "wo": w(d, d), "bo": z(d), "w1": w(d, f), "b1": z(f),
+            "w2": w(f, d), "b2": z(d)}
+
+
+def block(F, p, x):
+    """One pre-LN causal transformer block on x [B,T,D]."""
+    B, T, D = x.shape
+    H = HEADS
+    h = F.ln(x, p["ln1_w"], p["ln1_b"])
+    q, k, v = (F.reshape(h @ p["w" + n] + p["b" + n], (B, T, H, D // H)) for n in "qkv")
+    x = x + F.reshape(F.attn(q, k, v), (B, T, D)) @ p["wo"] + p["bo"]
+    h = F.ln(x, p["ln2_w"], p["ln2_b"])
+    return x + F.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+def model_loss(F, layers, x):
+    for p in layers:
+        x = block(F, p, x)
+    return F.mean(x * x)
+
+
+def _torch_params(tree):
+    return [{k: torch.tensor(v, requires_grad=True) for k, v in p.items()} for p in tree]
+
+
+def _torch_grad(loss_fn, layers, *args):
+    l = loss_fn(layers, *args)
+    keys = [(i, k) for i, p in enumerate(layers) for k in sorted(p)]
+    gs = torch.autograd.grad(l, [layers[i][k] for i, k in keys])
+    out = [{} for _ in layers]
+    for (i, k), g in zip(keys, gs):
+        out[i][k] = g
+    return l, out
+
+
+def w5(args):
+    layers = [init_block()]
+    x = RNG.normal(size=(BATCH, SEQ, D_MODEL)).astype(np.float32)
+    cases = {}
+    mvg = mx.value_and_grad(lambda p, x: model_loss(_MiraxNN, p, x))
+    mjit = mx.jit(mvg)
+    mp, mxx = mx.tree.map(mx.asarray, layers), mx.asarray(x)
+    cases["mirax jit"] = lambda: mjit(mp, mxx)
+    if args.eager:
+        cases["mirax eager"] = lambda: mvg(mp, mxx)
+    if jax is not None:
+        jf = jax.jit(jax.value_and_grad(lambda p, x: model_loss(_JaxNN, p, x)))
+        jp, jxx = jax.tree_util.tree_map(jnp.asarray, layers), jnp.asarray(x)
+        cases["jax jit"] = lambda: sync(jf(jp, jxx))
+    if torch is not None:
+        tp, tx = _torch_params(layers), torch.tensor(x)
+
+        def tf(p, x):
+            return _torch_grad(lambda p, x: model_loss(_TorchNN, p, x), p, x)
+        cases["torch eager"] = lambda: tf(tp, tx)
+        if args.torch_compile:
+            cases.update(_torch_compiled("torch.compile", tf, (tp, tx)))
+    return cases
+
+
+# --- W6: GAT-like graph layer -------------------------------------------------------------------
+N_NODES, N_EDGES, N_FEAT = 10_000, 100_000, 64
+
+
+def gat_loss(F, p, x, src, dst):
+    """One attention head: scores from both ends, softmax over each node's in-edges,
+    messages h[src] * alpha summed into dst."""
+    h = x @ p["w"]
+    a_s, a_d = h @ p["a_src"], h @ p["a_dst"]
+    e = F.leaky_relu(F.take(a_s, src) + F.take(a_d, dst))
+    alpha = F.segment_softmax(e, dst, N_NODES)
+    msg = F.take(h, src) * F.reshape(alpha, (N_EDGES, 1))
+    out = F.index_add(msg, dst, N_NODES)
+    return F.mean(out * out)
+
+
+def w6(args):
+    x = RNG.normal(size=(N_NODES, N_FEAT)).astype(np.float32)
+    src = RNG.integers(0, N_NODES, N_EDGES).astype(np.int32)
+    dst = RNG.integers(0, N_NODES, N_EDGES).astype(np.int32)
+    p = {"w": RNG.normal(0, 1 / 8, (N_FEAT, N_FEAT)).astype(np.float32),
+         "a_src": RNG.normal(0, 1 / 8, N_FEAT).astype(np.float32),
+         "a_dst": RNG.normal(0, 1 / 8, N_FEAT).astype(np.float32)}
+    cases = {}
+    mvg = mx.value_and_grad(lambda p, x, s, d: gat_loss(_MiraxNN, p, x, s, d))
+    mjit = mx.jit(mvg)
+    margs = (mx.tree.map(mx.asarray, p), mx.asarray(x), mx.asarray(src), mx.asarray(dst))
+    cases["mirax jit"] = lambda: mjit(*margs)
+    if args.eager:
+        cases["mirax eager"] = lambda: mvg(*margs)
+    if jax is not None:
+        jf = jax.jit(jax.value_and_grad(lambda p, x, s, d: gat_loss(_JaxNN, p, x, s, d)))
+        jargs = jax.tree_util.tree_map(jnp.asarray, (p, x, src, dst))
+        cases["jax jit"] = lambda: sync(jf(*jargs))
+    if torch is not None:
+        tp = {k: torch.tensor(v, requires_grad=True) for k, v in p.items()}
+        tx, ts, td = torch.tensor(x), torch.tensor(src, dtype=torch.long), torch.tensor(
+            dst, dtype=torch.long)
+
+        def tf(p, x, s, d):
+            l = gat_loss(_TorchNN, p, x, s, d)
+            gs = torch.autograd.grad(l, [p[k] for k in sorted(p)])
+            return l, dict(zip(sorted(p), gs))
+        cases["torch eager"] = lambda: tf(tp, tx, ts, td)
+    return cases
+
+
+# --- W9: first call (trace + compile + run) of jit(grad) of a 6-layer W5 model -----------------
+def w9(args):
+    layers = [init_block() for _ in range(6)]
+    x = RNG.normal(size=(BATCH, SEQ, D_MODEL)).astype(np.float32)
+    first, outs = {}, {}
+    mp, mxx = mx.tree.map(mx.asarray, layers), mx.asarray(x)
+    t0 = time.perf_counter()
+    mf = mx.jit(mx.grad(lambda p, x: model_loss(_MiraxNN, p, x)))
+    outs["mirax jit"] = as_numpy(mf(mp, mxx))
+    first["mirax jit"] = time.perf_counter() - t0
+    if jax is not None:
+        jp, jxx = jax.tree_util.tree_map(jnp.asarray, layers), jnp.asarray(x)
+        t0 = time.perf_counter()
+        jf = jax.jit(jax.grad(lambda p, x: model_loss(_JaxNN, p, x)))
+        outs["jax jit"] = as_numpy(sync(jf(jp, jxx)))
+        first["jax jit"] = time.perf_counter() - t0
+    if torch is not None and args.torch_compile:
+        tp, tx = _torch_params(layers), torch.tensor(x)
+        try:
+            t0 = time.perf_counter()
+            tf = torch.compile(lambda p, x: _torch_grad(
+                lambda p, x: model_loss(_TorchNN, p, x), p, x)[1])
+            outs["torch.compile"] = as_numpy(tf(tp, tx))
+            first["torch.compile"] = time.perf_counter() - t0
+        except Exception as e:  # inductor needs a C++ toolchain; skip when it fails
+            print(f"  (torch.compile skipped: {type(e).__name__})")
+    check({k: (lambda o=o: o) for k, o in outs.items()}, "W9")
+    return first
+
+
 WORKLOADS = {"W1": ("MLP train step + Adam, batch 256", w1),
              "W2": ("per-example grads (vmap of grad)", w2),
              "W3": ("hvp, 200k-param tanh MLP", w3),
              "W4": ("3rd derivative, x of 100k", w4),
+             "W5": ("pre-LN transformer block fwd+bwd, B8 T128 d256", w5),
+             "W6": ("GAT layer fwd+bwd, 10k nodes 100k edges 64 feat", w6),
              "W7": ("jacfwd / jacrev, 256->256 MLP", w7)}
 
 
@@ -386,6 +625,16 @@ def run(args):
                 print(f"  {name + ' (first call)':<24} {1e3 * t:10.1f} ms")
     if not args.only or "W8" in args.only:
         results += w8(args)
+    if not args.only or "W9" in args.only:
+        print("W9: first call of jit(grad) of a 6-layer W5 model", flush=True)
+        first = w9(args)
+        for name, t in first.items():
+            ref = first.get("jax jit")
+            results.append({"workload": "W9", "title": "first call, jit(grad) 6 layers",
+                            "case": name + " (first call)", "ms": 1e3 * t,
+                            "vs_jax_jit": t / ref if ref else None})
+            print(f"  {name + ' (first call)':<24} {1e3 * t:10.1f} ms" +
+                  (f"   {t / ref:6.2f}x JAX jit" if ref else ""), flush=True)
     return results
 
 
