@@ -205,7 +205,11 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
 
 
 def std(a, axis=None, dtype=None, ddof=0, keepdims=False):
-    return ew.sqrt(var(a, axis, dtype, ddof, keepdims))
+    # where the variance is 0 the derivative is taken as 0 (as for norm at 0), not the
+    # NaN of sqrt'(0) * 0: the select gives the untaken branch a strong-zero cotangent
+    v = var(a, axis, dtype, ddof, keepdims)
+    pos = ew.gt(v, 0)
+    return ew.select(pos, ew.sqrt(ew.select(pos, v, ew.ones_like(v))), v)
 
 
 def argmax(a, axis=None, keepdims=False):
