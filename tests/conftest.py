@@ -5,3 +5,18 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _restore_jax_x64():
+    """Oracle tests may switch JAX to x64; keep that from leaking into later tests."""
+    jax = sys.modules.get("jax")
+    before = jax.config.jax_enable_x64 if jax is not None else None
+    yield
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        jax.config.update("jax_enable_x64", bool(before))
