@@ -73,7 +73,10 @@ def listing(graph: Graph, indent: int = 0, names: dict | None = None,
         ptxt = ("[" + ", ".join(f"{k}={_fmt_param(v)}" for k, v in params.items()) + "]"
                 if params else "")
         args = ", ".join(name(v) for v in node.inputs)
-        rows.append((f"{pad}  {lhs} = {node.prim.name}{ptxt} {args}".rstrip(), node))
+        rows.append((lhs, f"= {node.prim.name}{ptxt} {args}".rstrip(), node))
+    # align the `=` of single-result nodes (multi-result ones are left as they are)
+    lhs_width = max((len(lhs) for lhs, _, node in rows if len(node.outputs) == 1), default=0)
+    rows = [(f"{pad}  {lhs.ljust(lhs_width)} {rhs}", node) for lhs, rhs, node in rows]
     width = max((len(r) for r, _ in rows), default=0)
     for text, node in rows:
         lines.append(f"{text.ljust(width)}      # {node.source}" if node.source else text)

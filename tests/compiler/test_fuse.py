@@ -23,7 +23,7 @@ graph _mlp_bits(x: f32[4,3], w: f32[3,5]) -> (f32[4,5], f32[])
   c: f32[4,5], d: f32[4] = fusion[name=tanh_reduce_sum] b
       graph tanh_reduce_sum(b: f32[4,5]) -> (f32[4,5], f32[4])
         c: f32[4,5] = tanh b
-        d: f32[4] = reduce_sum[axes=(1,)] c
+        d: f32[4]   = reduce_sum[axes=(1,)] c
         return c, d
   e: f32[4,1] = reshape[new_sizes=(4, 1)] d
   f: f32[4,5] = fusion[name=sub_exp_mul] c, e, a
@@ -32,10 +32,10 @@ graph _mlp_bits(x: f32[4,3], w: f32[3,5]) -> (f32[4,5], f32[])
         i: f32[4,5] = exp h
         f: f32[4,5] = mul i, a
         return f
-  g: f32[] = fusion[name=mul_reduce_sum] c
+  g: f32[]    = fusion[name=mul_reduce_sum] c
       graph mul_reduce_sum(c: f32[4,5]) -> f32[]
         h: f32[4,5] = mul c, c
-        g: f32[] = reduce_sum[axes=(0, 1)] h
+        g: f32[]    = reduce_sum[axes=(0, 1)] h
         return g
   return f, g"""  # noqa: E501
 

@@ -37,12 +37,12 @@ graph _identities(x: f32[2,3]) -> f32[3,2]
   m: f32[2,3] = div l, d
   n: f32[3,2] = transpose[permutation=(1, 0)] m
   o: f32[2,3] = transpose[permutation=(1, 0)] n
-  p: f32[6] = reshape[new_sizes=(6,)] o
+  p: f32[6]   = reshape[new_sizes=(6,)] o
   q: f32[3,2] = reshape[new_sizes=(3, 2)] p
-  r: f32[2] = broadcast_in_dim[shape=(2,), broadcast_dimensions=()] e
+  r: f32[2]   = broadcast_in_dim[shape=(2,), broadcast_dimensions=()] e
   s: f32[3,2] = broadcast_in_dim[shape=(3, 2), broadcast_dimensions=(1,)] r
   t: f32[3,2] = mul q, s
-  u: f32[] = mul f, g
+  u: f32[]    = mul f, g
   v: f32[3,2] = add t, u
   return v"""
     assert show(dce(simplify(g))) == """\

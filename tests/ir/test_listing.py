@@ -31,7 +31,7 @@ graph loss(w: f32[4,3], x: f32[8,4]) -> f32[]
   a: f32[8,3] = dot_general[contract=((1,), (0,))] x, w
   b: f32[8,3] = tanh a
   c: f32[8,3] = mul b, b
-  d: f32[] = reduce_sum[axes=(0, 1)] c
+  d: f32[]    = reduce_sum[axes=(0, 1)] c
   return d"""
 
 
@@ -62,8 +62,8 @@ graph mlp_loss(a: f32[4,8], b: f32[8], c: f32[8,2], d: f32[2], x: f32[16,4], y: 
   j: f32[16,2] = add i, d
   k: f32[16,2] = sub j, y
   l: f32[16,2] = mul k, k
-  m: f32[] = reduce_sum[axes=(0, 1)] l
-  n: f32[] = div m, e
+  m: f32[]     = reduce_sum[axes=(0, 1)] l
+  n: f32[]     = div m, e
   return n"""
 
 
