@@ -112,6 +112,12 @@ def sample(model, prompt: np.ndarray, n: int, key, temperature: float, context: 
     return out
 
 
+def _trailing_mean(xs, n: int) -> np.ndarray:
+    c = np.cumsum(np.concatenate([[0.0], xs]))
+    i = np.arange(1, len(xs) + 1)
+    return (c[i] - c[np.maximum(i - n, 0)]) / np.minimum(i, n)
+
+
 # --- training ------------------------------------------------------------------------------
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -193,7 +199,7 @@ def main(argv=None):
     say("---")
     png = plot_curves(args.plot or None,
                       {"train (20-step mean)": (np.arange(1, len(losses) + 1),
-                                                np.convolve(losses, np.ones(20) / 20, "same")),
+                                                _trailing_mean(losses, 20)),
                        "held-out": tuple(zip(*evals))},
                       "charlm on Genesis (KJV)", "cross-entropy (nats/char)",
                       {"unigram entropy": h_uni})
