@@ -30,7 +30,10 @@ class Progress:
         if not quiet:
             try:
                 from tqdm.auto import tqdm
-                self._bar = tqdm(total=total, desc=desc, file=sys.stdout, dynamic_ncols=True)
+                # redraw less often when the output is a log file rather than a terminal
+                every_s = 0.1 if sys.stdout.isatty() else 10.0
+                self._bar = tqdm(total=total, desc=desc, file=sys.stdout, dynamic_ncols=True,
+                                 mininterval=every_s)
             except ImportError:
                 pass
 
