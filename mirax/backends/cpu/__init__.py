@@ -29,7 +29,8 @@ class CpuBackend(Backend):
     def impl(self, prim):
         if prim.impl is None:
             raise NotImplementedError(f"{prim.name}: no CPU implementation")
-        return prim.impl
+        from mirax.backends.cpu.kernels import impl_of
+        return impl_of(prim)
 
     def writes_into(self, node) -> bool:
         from mirax.backends.cpu.lower import writes_into

@@ -4,7 +4,9 @@ Each node is one line. Elementwise primitives whose impl is a NumPy ufunc are ca
 directly (`v3 = _add(v1, v2)`), writing into a dead input's buffer (`out=v1`) when the
 memory plan (compiler/memory.py) says it is safe; impls that only wrap a ufunc in
 `np.errstate` are called as raw ufuncs inside one errstate block for the whole function
-(one context switch per call instead of one per op). Other nodes call their impl with the
+(one context switch per call instead of one per op); so are float div and pow, whose impls
+only branch on integer dtypes. Other nodes call a kernel built for the node
+(kernels.specialize: dot_general), else the backend's kernel or the reference impl with the
 params bound (`v5 = _k5(v4)`). Big intermediates are freed after their last use.
 MIRAX_DEBUG=3 prints the source.
 """
@@ -15,26 +17,37 @@ import sys
 
 import numpy as np
 
+from mirax.backends.cpu.kernels import impl_of, specialize
 from mirax.ir.graph import Graph
 
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
 
-def ufunc_of(prim):
+# Primitives whose impl checks the dtype first (integer semantics) but is a plain ufunc
+# (under the plan's errstate block) on floating-point outputs.
+_FLOAT_UFUNCS = {"div": np.true_divide, "pow": np.power}
+
+
+def ufunc_of(prim, node=None):
     """(ufunc, needs_errstate) when `prim`'s CPU impl is a ufunc, or wraps one only to
-    silence floating-point warnings; else (None, False)."""
+    silence floating-point warnings (or, given the `node`, is one for its dtypes); else
+    (None, False)."""
     impl = prim.impl
     if isinstance(impl, np.ufunc):
         return impl, False
     u = getattr(impl, "ufunc", None)
     if isinstance(u, np.ufunc):
         return u, True
+    u = _FLOAT_UFUNCS.get(prim.name)
+    if u is not None and node is not None and len(node.outputs) == 1 and all(
+            np.dtype(v.aval.dtype).kind in "fc" for v in (*node.inputs, *node.outputs)):
+        return u, True
     return None, False
 
 
 def writes_into(node) -> bool:
     """Whether the lowered node can write its result into a given buffer (`out=`)."""
-    return not node.params and ufunc_of(node.prim)[0] is not None
+    return not node.params and ufunc_of(node.prim, node)[0] is not None
 
 
 def lower(graph: Graph):
@@ -53,7 +66,7 @@ def lower(graph: Graph):
     args = [name(v) for v in graph.inputs]
     for v, buf in graph.consts.items():
         env[name(v)] = buf
-    n_err = sum(1 for n in graph.nodes if not n.params and ufunc_of(n.prim)[1])
+    n_err = sum(1 for n in graph.nodes if not n.params and ufunc_of(n.prim, n)[1])
     body = []
     for i, node in enumerate(graph.nodes):
         prim = node.prim
@@ -62,7 +75,7 @@ def lower(graph: Graph):
         cpu_backend.report[(prim.name, "native")] += 1
         outs = ", ".join(name(o) for o in node.outputs)
         ins = [name(v) for v in node.inputs]
-        u, err = ufunc_of(prim) if not node.params else (None, False)
+        u, err = ufunc_of(prim, node) if not node.params else (None, False)
         if u is not None and (not err or n_err > 1):
             k = f"_{u.__name__}"
             env[k] = u
@@ -70,7 +83,11 @@ def lower(graph: Graph):
                 ins.append(f"out={ins[reuse[i]]}")
         else:
             k = f"_k{i}"
-            env[k] = functools.partial(prim.impl, **node.params) if node.params else prim.impl
+            fn = specialize(node)
+            if fn is None:
+                fn = impl_of(prim)
+                fn = functools.partial(fn, **node.params) if node.params else fn
+            env[k] = fn
         lhs = outs + ("," if prim.multiple_results and len(node.outputs) == 1 else "")
         body.append(f"{lhs} = {k}({', '.join(ins)})  # {prim.name}")
         if i in free_after:

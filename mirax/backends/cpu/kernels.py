@@ -1,0 +1,171 @@
+"""CPU kernels the backend claims instead of a primitive's reference impl.
+
+Two kinds, both computing what the reference impl computes:
+- `specialize(node)`: a kernel built for one graph node at lowering time, when the static
+  shapes let it skip per-call work (dot_general: the transposes, reshapes and sizes are
+  worked out once; the BLAS calls are the reference impl's, so results are bitwise equal).
+- `NATIVE[name]`: a faster kernel for any call (eager too). index_add scatters each block
+  of rows into the flat output with one 1-d `np.add.at` (NumPy's fast path; the same
+  index-order accumulation, so bitwise equal to the reference). gelu (tanh form) and its
+  backward run in cache-sized blocks with in-place temporaries (equal up to rounding).
+Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
+ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
+_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+
+NATIVE: dict[str, Callable] = {}
+
+
+def _native(name):
+    def register(fn):
+        NATIVE[name] = fn
+        return fn
+    return register
+
+
+def impl_of(prim) -> Callable:
+    """The function the CPU runs for `prim` (a claimed kernel, else the reference)."""
+    return NATIVE.get(prim.name, prim.impl)
+
+
+# --- dot_general, specialized per node ---------------------------------------------------
+def _dot_general(node):
+    (lc, rc), (lb, rb) = node.params["dimension_numbers"]
+    pref = node.params.get("preferred_element_type")
+    la, ra = node.inputs[0].aval, node.inputs[1].aval
+    dt = np.dtype(la.dtype)
+    if np.dtype(ra.dtype) != dt or dt not in _FAST or (pref is not None and
+                                                       np.dtype(pref) != dt):
+        return None
+    lf = tuple(i for i in range(len(la.shape)) if i not in lc and i not in lb)
+    rf = tuple(i for i in range(len(ra.shape)) if i not in rc and i not in rb)
+    pa, pb = tuple(lb) + lf + tuple(lc), tuple(rb) + tuple(rc) + rf
+    size = (lambda shape, axes: math.prod(shape[a] for a in axes))
+    b, m, k, n = size(la.shape, lb), size(la.shape, lf), size(la.shape, lc), size(ra.shape, rf)
+    out_shape = tuple(node.outputs[0].aval.shape)
+    ta = None if pa == tuple(range(len(pa))) else pa
+    tb = None if pb == tuple(range(len(pb))) else pb
+    if lb:  # stacked: contiguous stacks so that every matrix goes to BLAS
+        sa, sb = (b, m, k), (b, k, n)
+
+        def run(x, y):
+            x = np.ascontiguousarray(x if ta is None else x.transpose(ta)).reshape(sa)
+            y = np.ascontiguousarray(y if tb is None else y.transpose(tb)).reshape(sb)
+            return np.matmul(x, y).reshape(out_shape)
+        return run
+    sa, sb = (m, k), (k, n)
+    plain = (ta is None and tb is None and la.shape == sa and ra.shape == sb)
+    if plain:
+        return np.matmul
+
+    def run(x, y):  # 2-d matmul takes transposed views as they are (BLAS trans flags)
+        x = (x if ta is None else x.transpose(ta)).reshape(sa)
+        y = (y if tb is None else y.transpose(tb)).reshape(sb)
+        return np.matmul(x, y).reshape(out_shape)
+    return run
+
+
+_SPECIALIZE = {"dot_general": _dot_general}
+
+
+def specialize(node) -> Callable | None:
+    """A kernel for this one node (its params bound), or None."""
+    make = _SPECIALIZE.get(node.prim.name)
+    return make(node) if make is not None else None
+
+
+# --- index_add: blocked flat scatter -------------------------------------------------------
+@_native("index_add")
+def _index_add(x, idx, *, num_rows):
+    from mirax.ops.nn import _index_add_impl, _np_check
+    if x.ndim < 2 or x.dtype not in _FAST or x.size == 0:
+        return _index_add_impl(x, idx, num_rows=num_rows)
+    _np_check(idx, num_rows, "index_add")
+    row = math.prod(x.shape[1:])
+    out = np.zeros(num_rows * row, x.dtype)
+    flat_x = np.ascontiguousarray(x).reshape(-1)
+    it = np.int32 if num_rows * row < 2 ** 31 else np.int64
+    cols = np.arange(row, dtype=it)
+    step = max(1, ROWS_BLOCK // row)
+    for s in range(0, len(idx), step):
+        i = idx[s:s + step].astype(it, copy=False)
+        np.add.at(out, (i[:, None] * it(row) + cols).reshape(-1),
+                  flat_x[s * row:(s + len(i)) * row])
+    return out.reshape((num_rows,) + x.shape[1:])
+
+
+# --- gelu (tanh form), blocked -------------------------------------------------------------
+_S2PI = math.sqrt(2.0 / math.pi)
+_C = 0.044715
+
+
+def _blocks(*arrays):
+    """Flat contiguous views of `arrays`, and the (start, stop) of each block."""
+    flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+    n = flat[0].size
+    return flat, [(s, min(s + BLOCK, n)) for s in range(0, n, BLOCK)]
+
+
+@_native("gelu")
+def _gelu(x, *, approximate):
+    if not approximate or x.dtype not in _FAST or x.ndim == 0:
+        from mirax.ops.nn import _gelu_impl
+        return _gelu_impl(x, approximate=approximate)
+    out = np.empty(x.shape, x.dtype)
+    (xf, of), blocks = _blocks(x, out)
+    buf = np.empty(min(BLOCK, xf.size), x.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for s, e in blocks:   # 0.5 x (1 + tanh(sqrt(2/pi) x (1 + c x^2)))
+            xs, t = xf[s:e], buf[:e - s]
+            np.multiply(xs, xs, out=t)
+            t *= _C
+            t += 1
+            t *= xs
+            t *= _S2PI
+            np.tanh(t, out=t)
+            t += 1
+            np.multiply(xs, t, out=of[s:e])
+            of[s:e] *= 0.5
+    return out
+
+
+@_native("gelu_bwd")
+def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
+    if not approximate or x.dtype not in _FAST or ct.dtype != x.dtype or x.ndim == 0 or \
+            ct.shape != x.shape:
+        from mirax.ops.nn import _gelu_bwd_impl
+        return _gelu_bwd_impl(ct, out, x, wrt=wrt, nout=nout, approximate=approximate)
+    res = np.empty(x.shape, x.dtype)
+    (xf, cf, rf), blocks = _blocks(x, ct, res)
+    n = min(BLOCK, xf.size)
+    b1, b2, b3 = (np.empty(n, x.dtype) for _ in range(3))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for s, e in blocks:
+            # d = 0.5 (1 + t) + 0.5 sqrt(2/pi) x (1 + 3c x^2) (1 - t^2)
+            xs, x2, t, w = xf[s:e], b1[:e - s], b2[:e - s], b3[:e - s]
+            np.multiply(xs, xs, out=x2)
+            np.multiply(x2, _C, out=t)
+            t += 1
+            t *= xs
+            t *= _S2PI
+            np.tanh(t, out=t)
+            x2 *= 3 * _C
+            x2 += 1
+            x2 *= xs
+            x2 *= 0.5 * _S2PI
+            np.multiply(t, t, out=w)
+            np.subtract(1, w, out=w)
+            x2 *= w
+            t += 1
+            t *= 0.5
+            x2 += t
+            np.multiply(cf[s:e], x2, out=rf[s:e])
+    return [res]
