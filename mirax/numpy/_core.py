@@ -323,8 +323,8 @@ def matmul(a, b):
         raise ValueError(f"matmul: contracting dimensions differ: {short(a)} @ {short(b)}")
     batch = tuple(np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2]))) \
         if a2.ndim > 2 or b2.ndim > 2 else ()
-    if a2.ndim == 2 and b2.ndim == 2:
-        out = dot_general(a2, b2, (((1,), (0,)), ((), ())))
+    if b2.ndim == 2:  # [..., M, K] @ [K, N]: one big matmul, no broadcast copies of b
+        out = dot_general(a2, b2, (((a2.ndim - 1,), (0,)), ((), ())))
     else:
         a3 = sh.broadcast_to(a2, batch + tuple(a2.shape[-2:]))
         b3 = sh.broadcast_to(b2, batch + tuple(b2.shape[-2:]))
