@@ -4,6 +4,8 @@ Two nodes with the same primitive, the same input vars and equal params compute 
 value (primitives are pure; random ones take their key as an input), so the later one is
 dropped and its outputs replaced by the earlier one's. Small constants with equal
 contents are merged first, so `x * 2.0` written twice is caught too.
+Commutative primitives (add, mul and the like) match with their inputs in either order,
+so `a * b` and `b * a` (a product rule's two terms) are one node.
 Invariant: params are compared by value with their types (1 and 1.0 differ), Graphs
 inside params by identity; the output avals must agree as well.
 """
@@ -12,6 +14,8 @@ from __future__ import annotations
 from mirax.ir.graph import Graph, Node, Var
 
 SMALL_CONST = 64  # constants up to this many elements are merged by content
+# bitwise commutative in IEEE arithmetic too (not max/min: signed zeros; not mul_strong)
+COMMUTATIVE = frozenset({"add", "mul", "eq", "ne", "and", "or", "xor"})
 
 
 def _params_key(params: dict):
@@ -45,7 +49,8 @@ def cse(graph: Graph) -> Graph:
         pk = _params_key(node.params)
         key = None
         if pk is not None:
-            key = (node.prim.name, tuple(ins), pk,
+            key_ins = tuple(sorted(ins, key=id)) if node.prim.name in COMMUTATIVE else tuple(ins)
+            key = (node.prim.name, key_ins, pk,
                    tuple((o.aval.shape, o.aval.dtype) for o in node.outputs))
             prev = seen.get(key)
             if prev is not None:

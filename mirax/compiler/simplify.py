@@ -7,7 +7,10 @@ Walks the nodes once in order with a substitution map (old var -> var that repla
   neg(neg x), convert_element_type to the same dtype, select with a constant predicate,
   reshape / transpose / broadcast to what the input already is;
 - chains collapse into one node: transpose of transpose, reshape of reshape, broadcast of
-  broadcast.
+  broadcast;
+- a transpose that swaps the two free-axis blocks of a dot_general used only by it becomes
+  the dot_general of the swapped operands (the result comes out in the wanted layout: no
+  transposed view feeding later elementwise ops, no copy).
 Invariant: every replacement has the replaced var's shape and dtype; nothing is edited in
 place (new nodes, same vars). Dead producers are left for dce.
 """
@@ -39,8 +42,37 @@ def simplify(graph: Graph) -> Graph:
         nodes.append(new)
         for o in new.outputs:
             producer[o] = new
-    return graph.replace(nodes=nodes, consts=consts,
-                         outputs=[subst.get(v, v) for v in graph.outputs])
+    outputs = [subst.get(v, v) for v in graph.outputs]
+    return graph.replace(nodes=_swap_transposed_dots(nodes, outputs), consts=consts,
+                         outputs=outputs)
+
+
+def _swap_transposed_dots(nodes, outputs):
+    """transpose(dot_general(a, b)) -> dot_general(b, a) where the transpose moves the
+    rhs free axes before the lhs free ones and the dot has no other use. (The dot left
+    behind is dead; dce drops it.)"""
+    uses: dict[Var, int] = {}
+    for v in outputs:
+        uses[v] = uses.get(v, 0) + 1
+    for n in nodes:
+        for v in n.inputs:
+            uses[v] = uses.get(v, 0) + 1
+    producer = {n.outputs[0]: n for n in nodes if n.prim.name == "dot_general"}
+    out = []
+    for n in nodes:
+        d = producer.get(n.inputs[0]) if n.prim.name == "transpose" else None
+        if d is not None and uses[n.inputs[0]] == 1:
+            (lc, rc), (lb, rb) = d.params["dimension_numbers"]
+            nb = len(lb)
+            nl = len(d.inputs[0].aval.shape) - nb - len(lc)
+            nr = len(d.inputs[1].aval.shape) - nb - len(rc)
+            swapped = (tuple(range(nb)) + tuple(range(nb + nl, nb + nl + nr)) +
+                       tuple(range(nb, nb + nl)))
+            if nl and nr and tuple(n.params["permutation"]) == swapped:
+                params = {**d.params, "dimension_numbers": ((rc, lc), (rb, lb))}
+                n = Node(d.prim, [d.inputs[1], d.inputs[0]], params, n.outputs, n.source)
+        out.append(n)
+    return out
 
 
 def _fold(node, ins, consts) -> bool:
