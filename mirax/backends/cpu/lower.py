@@ -7,7 +7,9 @@ memory plan (compiler/memory.py) says it is safe; impls that only wrap a ufunc i
 (one context switch per call instead of one per op); so are float div and pow, whose impls
 only branch on integer dtypes. Other nodes call a kernel built for the node
 (kernels.specialize: dot_general), else the backend's kernel or the reference impl with the
-params bound (`v5 = _k5(v4)`). Big intermediates are freed after their last use.
+params bound (`v5 = _k5(v4)`). A reduce_sum over trailing axes of a product used nowhere
+else runs as one einsum at the sum (kernels.mul_sum). Big intermediates are freed after
+their last use.
 MIRAX_DEBUG=3 prints the source.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 
 import numpy as np
 
-from mirax.backends.cpu.kernels import impl_of, specialize
+from mirax.backends.cpu.kernels import impl_of, mul_sum, specialize
 from mirax.ir.graph import Graph
 
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
@@ -50,6 +52,26 @@ def writes_into(node) -> bool:
     return not node.params and ufunc_of(node.prim, node)[0] is not None
 
 
+def _mul_sum_pairs(graph: Graph) -> dict:
+    """reduce_sum nodes whose operand is a product read by nothing else: index ->
+    (index of the mul, fused kernel)."""
+    uses: dict = {}
+    for v in graph.outputs:
+        uses[v] = uses.get(v, 0) + 1
+    for n in graph.nodes:
+        for v in n.inputs:
+            uses[v] = uses.get(v, 0) + 1
+    muls = {n.outputs[0]: i for i, n in enumerate(graph.nodes) if n.prim.name == "mul"}
+    pairs = {}
+    for j, n in enumerate(graph.nodes):
+        m = muls.get(n.inputs[0]) if n.prim.name == "reduce_sum" else None
+        if m is not None and uses[n.inputs[0]] == 1:
+            fn = mul_sum(graph.nodes[m], n)
+            if fn is not None:
+                pairs[j] = (m, fn)
+    return pairs
+
+
 def lower(graph: Graph):
     from mirax.backends import cpu_backend
     names: dict = {}
@@ -66,17 +88,28 @@ def lower(graph: Graph):
     args = [name(v) for v in graph.inputs]
     for v, buf in graph.consts.items():
         env[name(v)] = buf
+    pairs = _mul_sum_pairs(graph)        # sum node -> (mul node, kernel)
+    merged = {m: j for j, (m, _) in pairs.items()}
+    deferred: dict = {}                  # sum node -> dels moved from its merged mul
     n_err = sum(1 for n in graph.nodes if not n.params and ufunc_of(n.prim, n)[1])
     body = []
     for i, node in enumerate(graph.nodes):
         prim = node.prim
         if prim.impl is None:
             raise NotImplementedError(f"{prim.name}: no CPU implementation")
+        if i in merged:  # computed at its reduce_sum; its inputs live until then
+            deferred.setdefault(merged[i], []).extend(free_after.get(i, ()))
+            continue
         cpu_backend.report[(prim.name, "native")] += 1
         outs = ", ".join(name(o) for o in node.outputs)
         ins = [name(v) for v in node.inputs]
         u, err = ufunc_of(prim, node) if not node.params else (None, False)
-        if u is not None and (not err or n_err > 1):
+        if i in pairs:
+            m, fn = pairs[i]
+            k = f"_k{i}"
+            env[k] = fn
+            ins = [name(v) for v in graph.nodes[m].inputs]
+        elif u is not None and (not err or n_err > 1):
             k = f"_{u.__name__}"
             env[k] = u
             if i in reuse:
@@ -89,9 +122,12 @@ def lower(graph: Graph):
                 fn = functools.partial(fn, **node.params) if node.params else fn
             env[k] = fn
         lhs = outs + ("," if prim.multiple_results and len(node.outputs) == 1 else "")
-        body.append(f"{lhs} = {k}({', '.join(ins)})  # {prim.name}")
-        if i in free_after:
-            body.append(f"del {', '.join(name(v) for v in free_after[i])}")
+        what = "mul+reduce_sum (einsum)" if i in pairs else prim.name
+        body.append(f"{lhs} = {k}({', '.join(ins)})  # {what}")
+        dead = [v for v in dict.fromkeys([*free_after.get(i, ()), *deferred.get(i, ())])
+                if i not in pairs or v is not node.inputs[0]]
+        if dead:
+            body.append(f"del {', '.join(name(v) for v in dead)}")
     body.append(f"return [{', '.join(name(v) for v in graph.outputs)}]")
     if n_err > 1:
         body = [f"with {_ERRSTATE}:"] + ["    " + line for line in body]

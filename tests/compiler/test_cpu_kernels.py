@@ -1,0 +1,143 @@
+"""CPU kernels (backends/cpu/kernels.py) against the reference impls, and the rewrites that
+feed them: transpose(dot) -> swapped dot, commutative cse, mul+reduce_sum as einsum, float
+div as a raw ufunc."""
+import numpy as np
+import pytest
+
+import mirax as mx
+import mirax.numpy as mnp
+from mirax.backends.cpu import kernels
+from mirax.compiler import optimize
+from mirax.core.avals import ShapedArray
+from mirax.ir.graph import Node, Var
+from mirax.ops.dot import dot_general_p
+from mirax.ops.nn import _gelu_bwd_impl, _gelu_impl, _index_add_impl
+
+RNG = np.random.default_rng(0)
+
+
+def _node(prim, ins, out_aval, **params):
+    return Node(prim, [Var(ShapedArray(a.shape, a.dtype)) for a in ins], params,
+                [Var(out_aval)], None)
+
+
+@pytest.mark.parametrize("ls, rs, dims", [
+    ((5, 3), (3, 4), (((1,), (0,)), ((), ()))),
+    ((3, 5), (3, 4), (((0,), (0,)), ((), ()))),
+    ((5, 3), (4, 3), (((1,), (1,)), ((), ()))),
+    ((2, 6, 3), (3, 4), (((2,), (0,)), ((), ()))),
+    ((2, 6, 3), (2, 6, 4), (((0, 1), (0, 1)), ((), ()))),
+    ((2, 5, 3), (2, 3, 4), (((2,), (1,)), ((0,), (0,)))),
+    ((2, 3, 5), (4, 2, 3), (((1,), (2,)), ((0,), (1,)))),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_dot_general_specialized_matches_reference(ls, rs, dims, dtype):
+    x = RNG.normal(size=ls).astype(dtype)
+    y = RNG.normal(size=rs).astype(dtype)
+    ref = dot_general_p.impl(x, y, dimension_numbers=dims, preferred_element_type=None)
+    node = _node(dot_general_p, [x, y], ShapedArray(ref.shape, ref.dtype),
+                 dimension_numbers=dims, preferred_element_type=None)
+    fn = kernels.specialize(node)
+    if dtype is np.int32:
+        assert fn is None  # outside the fast case: the reference runs
+        return
+    out = fn(x, y)
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    np.testing.assert_array_equal(out, ref)
+
+
+@pytest.mark.parametrize("shape", [(50, 7), (50, 3, 4), (50,)])
+def test_index_add_kernel_is_bitwise_the_reference(shape, monkeypatch):
+    monkeypatch.setattr(kernels, "ROWS_BLOCK", 24)  # several blocks, rows split unevenly
+    x = RNG.normal(size=shape).astype(np.float32)
+    idx = RNG.integers(0, 9, shape[0]).astype(np.int32)  # many repeats
+    out = kernels.NATIVE["index_add"](x, idx, num_rows=11)
+    np.testing.assert_array_equal(out, _index_add_impl(x, idx, num_rows=11))
+    assert out.shape == (11,) + shape[1:] and out.dtype == np.float32
+    with pytest.raises(ValueError, match="out of range"):
+        kernels.NATIVE["index_add"](x, idx, num_rows=5)
+
+
+def test_index_add_through_jit_uses_the_kernel():
+    x = RNG.normal(size=(300, 8)).astype(np.float32)
+    idx = RNG.integers(0, 40, 300).astype(np.int32)
+    out = mx.jit(lambda x, i: mx.nn.index_add(x, i, 40))(mx.asarray(x), mx.asarray(idx))
+    np.testing.assert_array_equal(np.asarray(out), _index_add_impl(x, idx, num_rows=40))
+
+
+@pytest.mark.parametrize("shape", [(3, 70001), (5,), ()])
+def test_gelu_kernels_match_reference(shape):
+    x = (3 * RNG.normal(size=shape)).astype(np.float32)
+    ct = RNG.normal(size=shape).astype(np.float32)
+    np.testing.assert_allclose(kernels.NATIVE["gelu"](x, approximate=True),
+                               _gelu_impl(x, approximate=True), rtol=2e-6, atol=2e-6)
+    got = kernels.NATIVE["gelu_bwd"](ct, None, x, wrt=(0,), nout=1, approximate=True)
+    ref = _gelu_bwd_impl(ct, None, x, wrt=(0,), nout=1, approximate=True)
+    np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
+    erf = kernels.NATIVE["gelu"](x, approximate=False)  # the erf form: the reference
+    np.testing.assert_array_equal(erf, _gelu_impl(x, approximate=False))
+
+
+def test_transposed_dot_becomes_swapped_dot():
+    def f(a, b):
+        return mnp.transpose(a @ b) * 2.0
+    a, b = RNG.normal(size=(6, 4)).astype(np.float32), RNG.normal(size=(4, 5)).astype(
+        np.float32)
+    g = optimize(mx.make_graph(f)(a, b))
+    assert [n.prim.name for n in g.nodes] == ["dot_general", "mul"]
+    assert g.nodes[0].inputs == [g.inputs[1], g.inputs[0]]
+    np.testing.assert_allclose(np.asarray(mx.jit(f)(a, b)), (a @ b).T * 2, rtol=1e-6)
+
+    def both(a, b):  # the dot is used twice: left alone
+        d = a @ b
+        return mnp.transpose(d), d
+    g = optimize(mx.make_graph(both)(a, b))
+    assert [n.prim.name for n in g.nodes] == ["dot_general", "transpose"]
+
+
+def test_cse_merges_commutative_operands():
+    g = optimize(mx.make_graph(lambda a, b: a * b + b * a - (a + b) * (b + a))(
+        np.ones(3, np.float32), np.ones(3, np.float32)))
+    names = [n.prim.name for n in g.nodes]
+    assert names.count("mul") == 2 and names.count("add") == 2
+
+
+def test_mul_reduce_sum_runs_as_einsum(monkeypatch, capsys):
+    from mirax.compiler import pipeline
+    monkeypatch.setenv("MIRAX_DEBUG", "3")
+    monkeypatch.setattr(pipeline, "_register_report", lambda: None)
+    a = RNG.normal(size=(200, 64)).astype(np.float32)   # big enough to be freed early
+    b = RNG.normal(size=(200, 64)).astype(np.float32)
+
+    def f(a, b):
+        c = mnp.exp(a)
+        return mnp.sum(c * b, axis=-1), mnp.sum(a * b, axis=0), mnp.sum(c) * 2.0
+    out = mx.jit(f)(a, b)
+    src = capsys.readouterr().err
+    assert src.count("(einsum)") == 1   # the axis-0 sum is not a trailing reduction
+    np.testing.assert_allclose(np.asarray(out[0]), np.sum(np.exp(a) * b, -1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(out[1]), np.sum(a * b, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(float(out[2]), 2 * np.exp(a).sum(), rtol=1e-5)
+
+    def shared(a, b):  # the product is also returned: no fusion
+        p = a * b
+        return mnp.sum(p, axis=-1), p
+    out = mx.jit(shared)(a, b)
+    assert "(einsum)" not in capsys.readouterr().err
+    np.testing.assert_allclose(np.asarray(out[1]), a * b)
+
+
+def test_float_div_is_a_raw_ufunc_int_div_truncates(monkeypatch, capsys):
+    from mirax.compiler import pipeline
+    monkeypatch.setenv("MIRAX_DEBUG", "3")
+    monkeypatch.setattr(pipeline, "_register_report", lambda: None)
+    x = np.array([1.0, -2.0, 0.0, 3.0], np.float32)
+    y = np.array([0.0, 4.0, 0.0, -2.0], np.float32)
+    with np.errstate(all="raise"):
+        out = mx.jit(lambda x, y: mnp.exp(x / y) / (y + 1.0))(x, y)
+    assert "_divide(" in capsys.readouterr().err
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(np.asarray(out), np.exp(x / y) / (y + 1), rtol=1e-6)
+    i = mx.jit(lambda a, b: a // b + a / b)
+    ia, ib = np.array([-7, 7], np.int32), np.array([2, -2], np.int32)
+    np.testing.assert_allclose(np.asarray(i(ia, ib)), np.array([-4 - 3.5, -4 - 3.5]))
