@@ -18,6 +18,31 @@ def data_path(name: str) -> Path:
     return path
 
 
+def limit_blas_threads(n: int = 1) -> bool:
+    """Ask NumPy's bundled OpenBLAS for `n` threads (at run time: by now numpy is imported, so
+    OPENBLAS_NUM_THREADS would come too late). The examples' matrices are small; on 2 shared
+    cores, OpenBLAS's spinning threads cost ~3x the CPU time of one thread. Returns whether
+    it worked (False for other BLAS builds: nothing changes then)."""
+    import ctypes
+    import glob
+
+    import numpy as np
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs",
+                                  "*openblas*"))
+    for lib in libs:
+        try:
+            dll = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                     "openblas_set_num_threads"):
+            fn = getattr(dll, name, None)
+            if fn is not None:
+                fn(ctypes.c_int(n))
+                return True
+    return False
+
+
 class Progress:
     """`for i in Progress(n, "charlm"): ... bar.set(loss=...)`: tqdm when installed (and
     `quiet` is off), else a line every `every` steps."""

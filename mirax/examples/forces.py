@@ -21,7 +21,7 @@ import numpy as np
 import mirax as mx
 import mirax.numpy as mnp
 from mirax import nn, optim
-from mirax.examples.common import Progress, plot_curves
+from mirax.examples.common import Progress, limit_blas_threads, plot_curves
 
 
 # --- the reference system ------------------------------------------------------------------
@@ -93,7 +93,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", default="forces_loss.png", help="'' to skip the PNG")
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="OpenBLAS threads (0: leave as is); small matrices run best on 1")
     args = ap.parse_args(argv)
+    if args.blas_threads:
+        limit_blas_threads(args.blas_threads)
     say = (lambda *a: None) if args.quiet else print
 
     pos_tr = make_configs(args.seed, args.configs, args.atoms, args.min_dist)
