@@ -1,17 +1,19 @@
 """mirax.nn functional ops: activations, softmax family, losses, norms, attention,
 convolution and pooling, graph ops, straight-through estimators, dropout.
 
-Everything here is a thin public face over mirax/ops/nn.py and mirax/ops/conv.py, where
-the primitives and fused composites live with all their rules.
+Everything here is a thin public face over mirax/ops/nn.py, graph_ops.py, quant.py and
+conv.py, where the primitives and fused composites live with all their rules.
 """
 from __future__ import annotations
 
 from mirax.ops.conv import avg_pool2d, conv2d, conv_general_dilated, max_pool2d
+from mirax.ops.graph_ops import (
+    embedding, index_add, index_select, segment_max, segment_mean, segment_softmax,
+    segment_sum)
 from mirax.ops.nn import (
-    dot_product_attention, elu, embedding, fake_quantize, gelu, index_add, index_select,
-    layer_norm, leaky_relu, log_softmax, logsumexp, one_hot, relu, rms_norm,
-    segment_max, segment_mean, segment_softmax, segment_sum, sigmoid, silu, softmax,
-    softmax_cross_entropy, softplus, ste_round, ste_sign)
+    dot_product_attention, elu, gelu, layer_norm, leaky_relu, log_softmax, logsumexp, one_hot,
+    relu, rms_norm, sigmoid, silu, softmax, softmax_cross_entropy, softplus)
+from mirax.ops.quant import fake_quantize, ste_round, ste_sign
 from mirax.ops.elementwise import tanh
 
 

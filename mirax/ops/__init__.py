@@ -2,4 +2,4 @@
 from mirax.ops import creation, dot, elementwise, indexing, reduction, shape  # noqa: F401
 from mirax.ops import cumulative, linalg, sort  # noqa: F401
 from mirax.ops import control_flow  # noqa: F401
-from mirax.ops import composite, conv, nn  # noqa: F401
+from mirax.ops import composite, conv, graph_ops, nn, quant  # noqa: F401

@@ -17,12 +17,29 @@ bodies.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of, new_base
 
 COMPOSITES: dict[str, Primitive] = {}
+
+
+# --- helpers for the fused NumPy kernels of the composite families (nn, graph_ops, quant) --
+def cast_like(a, like):
+    """A kernel's result in the dtype of `like` (NumPy may have widened it)."""
+    return np.asarray(a).astype(like.dtype, copy=False)
+
+
+def quiet_np(fn):
+    """`fn` with NumPy's floating-point warnings off: kernels produce inf / NaN exactly
+    where the body does, and say nothing about it."""
+    def run(*args, **kw):
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+            return fn(*args, **kw)
+    return run
 
 
 def _as_list(out, multiple):

@@ -1,10 +1,16 @@
 """Neural-network ops: fused composites (softmax family, cross-entropy, norms, gelu, silu,
-softplus, attention) and the simple activations, graph ops, straight-through estimators.
+softplus, attention) and the simple activations.
+
+Where it sits: user code (mirax.nn.functional, mirax.scipy.special) calls these wrappers;
+each composite is declared with ops/composite.py and is a primitive in the Graph IR, which a
+backend runs as a fused kernel or the compiler inlines (compiler/decompose.py).
 
 Each composite is one block: its body in basic primitives (the definition), then the fused
 NumPy kernels for the forward and backward passes (impl == body, tested), then the
 wrapper. Axes are kept negative in params so that a vmap rule may prepend batch axes.
-See ops/composite.py for how the pieces become rules.
+See ops/composite.py for how the pieces become rules. The graph ops (index_select,
+index_add, segment_*) live in ops/graph_ops.py and the straight-through estimators in
+ops/quant.py; both are re-exported here so `mirax.ops.nn.<name>` keeps working.
 """
 from __future__ import annotations
 
@@ -13,17 +19,22 @@ import math
 import numpy as np
 
 from mirax.core import dtypes
-from mirax.core.avals import ShapedArray
-from mirax.core.primitive import Primitive
-from mirax.core.trace import aval_of
 from mirax.ops import special_impl
 from mirax.ops.common import float_operand, normalize_axes, operand, promote, short
-from mirax.ops.composite import batch_front, composite
+from mirax.ops.composite import batch_front, cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
     abs, add, convert_element_type, div, eq, erf, exp, expm1, ge, gt, is_finite, log, log1p,
     logistic, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import broadcast_in_dim, iota, reshape
+# Re-exports (the names lived here before the split). _index_add_impl and _np_check are
+# imported by the CPU backend's kernels.
+from mirax.ops.graph_ops import (  # noqa: F401
+    _index_add_impl, _np_check, embedding, index_add, index_add_p, index_select,
+    index_select_p, segment_max, segment_max_p, segment_mean, segment_softmax,
+    segment_softmax_p, segment_sum)
+from mirax.ops.quant import (  # noqa: F401
+    fake_quantize, fake_quantize_p, ste_round, ste_round_p, ste_sign, ste_sign_p)
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
@@ -54,16 +65,6 @@ def _neg_axes(axis, x, op):
     return tuple(a - x.ndim for a in normalize_axes(axis, x.ndim, op, x))
 
 
-def _f(a, like):
-    return np.asarray(a).astype(like.dtype, copy=False)
-
-
-def _errstate(fn):
-    def run(*args, **kw):
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
-            return fn(*args, **kw)
-    return run
-
 
 # --- softmax ------------------------------------------------------------------------------
 def _softmax_body(x, *, axes):
@@ -72,15 +73,15 @@ def _softmax_body(x, *, axes):
     return div(e, _back(reduce_sum(e, ax), x.shape, ax))
 
 
-@_errstate
+@quiet_np
 def _softmax_impl(x, *, axes):
     e = np.exp(x - _np_safe_max(x, axes))
-    return _f(e / e.sum(axis=axes, keepdims=True), x)
+    return cast_like(e / e.sum(axis=axes, keepdims=True), x)
 
 
-@_errstate
+@quiet_np
 def _softmax_bwd_impl(ct, y, x, *, wrt, nout, axes):
-    return [_f(y * (ct - np.sum(ct * y, axis=axes, keepdims=True)), x)]  # y (g - <g, y>)
+    return [cast_like(y * (ct - np.sum(ct * y, axis=axes, keepdims=True)), x)]  # y (g - <g, y>)
 
 
 softmax_p = composite("softmax", _softmax_body, impl=_softmax_impl,
@@ -99,15 +100,15 @@ def _log_softmax_body(x, *, axes):
     return sub(shifted, _back(log(reduce_sum(exp(shifted), ax)), x.shape, ax))
 
 
-@_errstate
+@quiet_np
 def _log_softmax_impl(x, *, axes):
     s = x - _np_safe_max(x, axes)
-    return _f(s - np.log(np.sum(np.exp(s), axis=axes, keepdims=True)), x)
+    return cast_like(s - np.log(np.sum(np.exp(s), axis=axes, keepdims=True)), x)
 
 
-@_errstate
+@quiet_np
 def _log_softmax_bwd_impl(ct, y, x, *, wrt, nout, axes):
-    return [_f(ct - np.exp(y) * np.sum(ct, axis=axes, keepdims=True), x)]  # g - p sum(g)
+    return [cast_like(ct - np.exp(y) * np.sum(ct, axis=axes, keepdims=True), x)]  # g - p sum(g)
 
 
 log_softmax_p = composite("log_softmax", _log_softmax_body, impl=_log_softmax_impl,
@@ -132,20 +133,20 @@ def _kept_shape(shape, axes):
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
 
-@_errstate
+@quiet_np
 def _logsumexp_impl(x, *, axes, keepdims):
     m = _np_safe_max(x, axes)
     out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
-    return _f(out if keepdims else np.squeeze(out, axis=axes), x)
+    return cast_like(out if keepdims else np.squeeze(out, axis=axes), x)
 
 
-@_errstate
+@quiet_np
 def _logsumexp_bwd_impl(ct, out, x, *, wrt, nout, axes, keepdims):
     ax = _pos(axes, x.ndim)
     shape = _kept_shape(x.shape, ax)
     out, ct = np.reshape(out, shape), np.reshape(ct, shape)
     safe = np.where(np.isfinite(out), out, 0)
-    return [_f(ct * np.exp(x - safe), x)]  # g softmax(x)
+    return [cast_like(ct * np.exp(x - safe), x)]  # g softmax(x)
 
 
 logsumexp_p = composite("logsumexp", _logsumexp_body, impl=_logsumexp_impl,
@@ -178,20 +179,20 @@ def _sce_body(logits, labels):
     return sub(lse, reduce_sum(mul(hot, logits), (logits.ndim - 1,)))
 
 
-@_errstate
+@quiet_np
 def _sce_impl(logits, labels):
     lse = _logsumexp_impl(logits, axes=(-1,), keepdims=False)
     c = logits.shape[-1]
     ok = (labels >= 0) & (labels < c)
     picked = np.take_along_axis(logits, np.where(ok, labels, 0)[..., None], -1)[..., 0]
-    return _f(lse - np.where(ok, picked, 0), logits)
+    return cast_like(lse - np.where(ok, picked, 0), logits)
 
 
-@_errstate
+@quiet_np
 def _sce_bwd_impl(ct, out, logits, labels, *, wrt, nout):
     # d loss / d logits = softmax(logits) - one_hot(labels), row-major [N, C]
     hot = labels[..., None] == np.arange(logits.shape[-1])
-    return [_f((_softmax_impl(logits, axes=(-1,)) - hot) * ct[..., None], logits)]
+    return [cast_like((_softmax_impl(logits, axes=(-1,)) - hot) * ct[..., None], logits)]
 
 
 softmax_cross_entropy_p = composite(
@@ -240,7 +241,7 @@ def _layer_norm_impl(*args, eps, has_weight, has_bias):
     x, w, b = _split_affine(args, has_weight, has_bias)
     y, _ = _np_layer_norm(x, eps)
     y = y * w if w is not None else y
-    return _f(y + b if b is not None else y, x)
+    return cast_like(y + b if b is not None else y, x)
 
 
 def _layer_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
@@ -250,11 +251,11 @@ def _layer_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
     # dx = inv (g - mean(g) - xhat mean(g xhat))
     dx = inv * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
     rows = tuple(range(x.ndim - 1))
-    grads = [_f(dx, x)]
+    grads = [cast_like(dx, x)]
     if w is not None:
-        grads.append(_f(np.sum(ct * xhat, axis=rows), w))
+        grads.append(cast_like(np.sum(ct * xhat, axis=rows), w))
     if b is not None:
-        grads.append(_f(np.sum(ct, axis=rows), b))
+        grads.append(cast_like(np.sum(ct, axis=rows), b))
     return [grads[i] for i in wrt]
 
 
@@ -298,7 +299,7 @@ def _rms_norm_body(*args, eps, has_weight):
 def _rms_norm_impl(*args, eps, has_weight):
     x, w, _ = _split_affine(args, has_weight, False)
     y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
-    return _f(y * w if w is not None else y, x)
+    return cast_like(y * w if w is not None else y, x)
 
 
 def _rms_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight):
@@ -306,9 +307,9 @@ def _rms_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight):
     inv = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
     g = ct * w if w is not None else ct
     # dx = inv (g - x inv^2 mean(g x))
-    grads = [_f(inv * (g - x * inv * inv * (g * x).mean(-1, keepdims=True)), x)]
+    grads = [cast_like(inv * (g - x * inv * inv * (g * x).mean(-1, keepdims=True)), x)]
     if w is not None:
-        grads.append(_f(np.sum(ct * x * inv, axis=tuple(range(x.ndim - 1))), w))
+        grads.append(cast_like(np.sum(ct * x * inv, axis=tuple(range(x.ndim - 1))), w))
     return [grads[i] for i in wrt]
 
 
@@ -334,11 +335,11 @@ def _gelu_body(x, *, approximate):
 
 def _gelu_impl(x, *, approximate):
     if approximate:
-        return _f(0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))), x)
-    return _f(0.5 * x * (1 + special_impl.erf(x / math.sqrt(2.0))), x)
+        return cast_like(0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))), x)
+    return cast_like(0.5 * x * (1 + special_impl.erf(x / math.sqrt(2.0))), x)
 
 
-@_errstate
+@quiet_np
 def _gelu_bwd_impl(ct, out, x, *, wrt, nout, approximate):
     if approximate:
         t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
@@ -346,7 +347,7 @@ def _gelu_bwd_impl(ct, out, x, *, wrt, nout, approximate):
     else:  # Phi(x) + x phi(x), with Phi = out / x (no second erf; Phi(0) = 1/2)
         phi = np.divide(out, x, out=np.full_like(x, 0.5), where=x != 0)
         d = phi + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
-    return [_f(ct * d, x)]
+    return [cast_like(ct * d, x)]
 
 
 gelu_p = composite("gelu", _gelu_body, impl=_gelu_impl, bwd_impl=_gelu_bwd_impl,
@@ -369,11 +370,11 @@ def _np_sigmoid(x):
 
 def _silu_bwd_impl(ct, out, x, *, wrt, nout):
     s = _np_sigmoid(x)
-    return [_f(ct * s * (1 + x * (1 - s)), x)]  # d silu = s (1 + x (1 - s))
+    return [cast_like(ct * s * (1 + x * (1 - s)), x)]  # d silu = s (1 + x (1 - s))
 
 
 silu_p = composite(
-    "silu", _silu_body, impl=lambda x: _f(x * _np_sigmoid(x), x), bwd_impl=_silu_bwd_impl,
+    "silu", _silu_body, impl=lambda x: cast_like(x * _np_sigmoid(x), x), bwd_impl=_silu_bwd_impl,
     vmap=batch_front, bwd_vmap=batch_front)
 
 
@@ -389,8 +390,8 @@ def _softplus_body(x):
 
 softplus_p = composite(
     "softplus", _softplus_body,
-    impl=lambda x: _f(np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))), x),
-    bwd_impl=lambda ct, out, x, *, wrt, nout: [_f(ct * _np_sigmoid(x), x)],  # d = sigmoid
+    impl=lambda x: cast_like(np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x))), x),
+    bwd_impl=lambda ct, out, x, *, wrt, nout: [cast_like(ct * _np_sigmoid(x), x)],  # d = sigmoid
     vmap=batch_front, bwd_vmap=batch_front)
 
 
@@ -475,7 +476,7 @@ def _attn_body(*args, scale, is_causal, window, has_mask, has_bias):
     return transpose(o, (0, 2, 1, 3))
 
 
-@_errstate
+@quiet_np
 def _attn_probs_np(q, k, mask, bias, scale, is_causal, window):
     s = np.matmul(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)) * scale
     if bias is not None:
@@ -489,13 +490,13 @@ def _attn_probs_np(q, k, mask, bias, scale, is_causal, window):
     sm = np.where(valid, s, np.finfo(s.dtype).min)
     e = np.where(valid, np.exp(sm - sm.max(-1, keepdims=True)), 0)
     den = e.sum(-1, keepdims=True)
-    return _f(e / np.where(den > 0, den, 1), q)
+    return cast_like(e / np.where(den > 0, den, 1), q)
 
 
 def _attn_impl(*args, scale, is_causal, window, has_mask, has_bias):
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
     p = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)
-    return _f(np.matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), q)
+    return cast_like(np.matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), q)
 
 
 def _np_unbroadcast(g, shape):
@@ -517,7 +518,7 @@ def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask
     grads = {i: g.transpose(0, 2, 1, 3) for i, g in grads.items()}
     if bias is not None:
         grads[3 + has_mask] = _np_unbroadcast(ds, bias.shape)
-    return [_f(grads[i], q) for i in wrt]
+    return [cast_like(grads[i], q) for i in wrt]
 
 
 dot_product_attention_p = composite("dot_product_attention", _attn_body, impl=_attn_impl,
@@ -562,346 +563,3 @@ def dot_product_attention(q, k, v, mask=None, is_causal=False, bias=None,
                                         window=sliding_window, has_mask=mask is not None,
                                         has_bias=bias is not None)
 
-
-# --- graph ops: index_select / index_add (each the other's adjoint) ----------------------
-# index_select(x, idx)[i] = x[idx[i]]; index_add(x, idx, num_rows)[r] = sum of x[i] with
-# idx[i] = r, accumulated in index order (np.add.at), so repeated indices are bitwise
-# deterministic. Both are linear in x: each one's transpose is the other.
-def _check_indices(idx, n, op):
-    from mirax.core.array import Array
-    if isinstance(idx, Array) and idx.size:
-        buf = np.asarray(idx)
-        lo, hi = int(buf.min()), int(buf.max())
-        if lo < 0 or hi >= n:
-            raise ValueError(f"{op}: index {lo if lo < 0 else hi} is out of range for {n} rows")
-
-
-def _np_check(idx, n, op):
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = idx.min() if idx.min() < 0 else idx.max()
-        raise ValueError(f"{op}: index {bad} is out of range for {n} rows")
-
-
-def _index_operands(x, idx, op):
-    x, idx = operand(x, op), operand(idx, op)
-    if not dtypes.is_int(idx.dtype) or idx.ndim != 1:
-        raise TypeError(f"{op}: indices must be a 1-d integer array, got {short(idx)}")
-    if x.ndim < 1:
-        raise ValueError(f"{op}: x must have a row axis, got {short(x)}")
-    return x, idx
-
-
-index_select_p = Primitive("index_select")
-index_add_p = Primitive("index_add")
-
-
-def index_select(x, idx):
-    x, idx = _index_operands(x, idx, "index_select")
-    _check_indices(idx, x.shape[0], "index_select")
-    return index_select_p.bind(x, idx)
-
-
-index_select_p.def_abstract_eval(
-    lambda x, idx: ShapedArray((idx.shape[0],) + tuple(x.shape[1:]), x.dtype))
-
-
-@index_select_p.def_impl
-def _index_select_impl(x, idx):
-    _np_check(idx, x.shape[0], "index_select")
-    return np.take(x, idx, axis=0)
-
-
-index_select_p.def_jvp(lambda primals, tangents: (
-    index_select_p.bind(*primals),
-    None if tangents[0] is None else index_select_p.bind(tangents[0], primals[1])))
-index_select_p.def_transpose(lambda ct, x, idx: [
-    index_add_p.bind(ct, idx, num_rows=aval_of(x).shape[0]), None])
-
-
-@index_select_p.def_vmap
-def _index_select_vmap(args, dims):
-    from mirax.ops.shape import moveaxis
-    from mirax.transforms.vmap import move_bdim
-    (x, idx), (dx, di) = args, dims
-    if di is None:                       # rows of x stay axis 0; the batch rides along
-        return index_select_p.bind(moveaxis(x, dx, 1), idx), 1
-    size = aval_of(idx).shape[di]
-    idx = move_bdim(idx, di, 0, size)
-    if dx is None:
-        out = index_select_p.bind(x, reshape(idx, (-1,)))
-        return reshape(out, tuple(idx.shape) + tuple(aval_of(x).shape[1:])), 0
-    x = move_bdim(x, dx, 0, size)        # both batched: offset each member's rows
-    b, n = x.shape[0], x.shape[1]
-    flat = reshape(add(idx, mul(iota(idx.dtype, idx.shape, 0), n)), (-1,))
-    out = index_select_p.bind(reshape(x, (b * n,) + tuple(x.shape[2:])), flat)
-    return reshape(out, tuple(idx.shape) + tuple(x.shape[2:])), 0
-
-
-def index_add(x, idx, num_rows):
-    """zeros((num_rows,) + x.shape[1:]) with x[i] added to row idx[i]."""
-    from mirax.ops.common import static_int
-    x, idx = _index_operands(x, idx, "index_add")
-    num_rows = static_int(num_rows, "index_add", "num_rows")
-    if idx.shape[0] != x.shape[0]:
-        raise ValueError(f"index_add: {short(idx)} indices for {short(x)} rows")
-    _check_indices(idx, num_rows, "index_add")
-    return index_add_p.bind(x, idx, num_rows=num_rows)
-
-
-@index_add_p.def_abstract_eval
-def _index_add_abstract_eval(x, idx, *, num_rows):
-    if idx.shape != (x.shape[0],):
-        raise ValueError(f"index_add: {short(idx)} indices for {short(x)} rows")
-    return ShapedArray((num_rows,) + tuple(x.shape[1:]), x.dtype)
-
-
-@index_add_p.def_impl
-def _index_add_impl(x, idx, *, num_rows):
-    _np_check(idx, num_rows, "index_add")
-    acc = np.float32 if x.dtype in (dtypes.float16, dtypes.bfloat16) else x.dtype
-    out = np.zeros((num_rows,) + x.shape[1:], acc)
-    np.add.at(out, idx, x)
-    return out.astype(x.dtype, copy=False)
-
-
-index_add_p.def_jvp(lambda primals, tangents, *, num_rows: (
-    index_add_p.bind(*primals, num_rows=num_rows),
-    None if tangents[0] is None else index_add_p.bind(tangents[0], primals[1],
-                                                      num_rows=num_rows)))
-index_add_p.def_transpose(lambda ct, x, idx, *, num_rows: [index_select_p.bind(ct, idx), None])
-
-
-def _segment_vmap(prim, ids_pos, num_param):
-    """vmap of an op whose operands are rows (axis 0) grouped by the ids at `ids_pos` into
-    `num_param` segments, and whose outputs are rows too: with unbatched ids the batch
-    axis rides along at axis 1; with batched ids each member's segments are offset."""
-    def rule(args, dims, **params):
-        from mirax.transforms.vmap import move_bdim
-        ids, di = args[ids_pos], dims[ids_pos]
-        size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
-        rows = [i for i in range(len(args)) if i != ids_pos]
-        moved = list(args)
-        if di is None:
-            for i in rows:
-                moved[i] = move_bdim(args[i], dims[i], 1, size)
-            out = prim.bind(*moved, **params)
-            return (out, [1] * len(out)) if prim.multiple_results else (out, 1)
-        for i in rows:
-            a = move_bdim(args[i], dims[i], 0, size)
-            moved[i] = reshape(a, (-1,) + tuple(a.shape[2:]))
-        ids = move_bdim(ids, di, 0, size)
-        num = params[num_param]
-        moved[ids_pos] = reshape(add(ids, mul(iota(ids.dtype, ids.shape, 0), num)), (-1,))
-        out = prim.bind(*moved, **{**params, num_param: size * num})
-        outs = out if prim.multiple_results else [out]
-        outs = [reshape(o, (size, -1) + tuple(o.shape[1:])) for o in outs]
-        return (outs, [0] * len(outs)) if prim.multiple_results else (outs[0], 0)
-    return rule
-
-
-index_add_p.def_vmap(_segment_vmap(index_add_p, 1, "num_rows"))
-
-
-def embedding(table, ids):
-    """table[ids]: rows of `table` for integer ids of any shape."""
-    ids = operand(ids, "embedding")
-    table = operand(table, "embedding")
-    out = index_select(table, reshape(ids, (-1,)))
-    return reshape(out, tuple(ids.shape) + tuple(table.shape[1:]))
-
-
-# --- segment ops --------------------------------------------------------------------------
-def segment_sum(x, segment_ids, num_segments):
-    """out[s] = sum of x[i] with segment_ids[i] = s (rows along axis 0)."""
-    return index_add(x, segment_ids, num_segments)
-
-
-def _segment_counts(ids, num, like):
-    from mirax.ops.shape import full
-    ones = full((aval_of(ids).shape[0],), 1, aval_of(like).dtype)
-    return index_add_p.bind(ones, ids, num_rows=num)
-
-
-def segment_mean(x, segment_ids, num_segments):
-    """Mean of each segment's rows; an empty segment gives 0."""
-    x = float_operand(x, "segment_mean")
-    total = segment_sum(x, segment_ids, num_segments)
-    count = _segment_counts(segment_ids, num_segments, x)
-    count = max(count, add(zeros_like(count), 1.0))
-    return div(total, broadcast_in_dim(count, total.shape, (0,)))
-
-
-segment_max_p = Primitive("segment_max")
-
-
-def segment_max(x, segment_ids, num_segments):
-    """Max of each segment's rows; an empty segment gives -inf (as JAX)."""
-    from mirax.ops.common import static_int
-    x, ids = _index_operands(x, segment_ids, "segment_max")
-    num = static_int(num_segments, "segment_max", "num_segments")
-    if ids.shape[0] != x.shape[0]:
-        raise ValueError(f"segment_max: {short(ids)} segment ids for {short(x)} rows")
-    _check_indices(ids, num, "segment_max")
-    return segment_max_p.bind(x, ids, num_segments=num)
-
-
-segment_max_p.def_abstract_eval(lambda x, ids, *, num_segments: ShapedArray(
-    (num_segments,) + tuple(x.shape[1:]), x.dtype))
-
-
-@segment_max_p.def_impl
-def _segment_max_impl(x, ids, *, num_segments):
-    _np_check(ids, num_segments, "segment_max")
-    low = -np.inf if dtypes.is_float(x.dtype) else dtypes.iinfo(x.dtype).min
-    out = np.full((num_segments,) + x.shape[1:], low, x.dtype)
-    np.maximum.at(out, ids, x)
-    return out
-
-
-def _segment_max_weights(x, ids, out, num):
-    """1/k on the k rows attaining their segment's max, else 0 (ties split evenly)."""
-    hit = convert_element_type(eq(x, index_select_p.bind(out, ids)), aval_of(x).dtype)
-    count = index_add_p.bind(hit, ids, num_rows=num)
-    count = max(count, add(zeros_like(count), 1.0))
-    return div(hit, index_select_p.bind(count, ids))
-
-
-@segment_max_p.def_jvp
-def _segment_max_jvp(primals, tangents, *, num_segments):
-    (x, ids), (t, _) = primals, tangents
-    out = segment_max_p.bind(x, ids, num_segments=num_segments)
-    if t is None:
-        return out, None
-    w = _segment_max_weights(x, ids, out, num_segments)
-    return out, index_add_p.bind(mul(t, w), ids, num_rows=num_segments)
-
-
-@segment_max_p.def_vjp
-def _segment_max_vjp(ct, out, x, ids, *, num_segments):
-    if not dtypes.is_float(aval_of(x).dtype):
-        return [None, None]
-    w = _segment_max_weights(x, ids, out, num_segments)
-    return [mul(index_select_p.bind(ct, ids), w), None]
-
-
-segment_max_p.def_vmap(_segment_vmap(segment_max_p, 1, "num_segments"))
-
-
-# --- segment_softmax ----------------------------------------------------------------------
-def _segment_softmax_body(x, ids, *, num_segments):
-    m = segment_max_p.bind(x, ids, num_segments=num_segments)
-    m = select(is_finite(m), m, zeros_like(m))
-    e = exp(sub(x, index_select_p.bind(m, ids)))
-    s = index_add_p.bind(e, ids, num_rows=num_segments)
-    return div(e, index_select_p.bind(s, ids))
-
-
-@_errstate
-def _segment_softmax_impl(x, ids, *, num_segments):
-    m = _segment_max_impl(x, ids, num_segments=num_segments)
-    m = np.where(np.isfinite(m), m, 0)
-    e = np.exp(x - m[ids])
-    return _f(e / _index_add_impl(e, ids, num_rows=num_segments)[ids], x)
-
-
-def _segment_softmax_bwd_impl(ct, y, x, ids, *, wrt, nout, num_segments):
-    s = _index_add_impl(ct * y, ids, num_rows=num_segments)
-    return [_f(y * (ct - s[ids]), x)]  # y (g - <g, y>_segment)
-
-
-segment_softmax_p = composite(
-    "segment_softmax", _segment_softmax_body, impl=_segment_softmax_impl,
-    bwd_impl=_segment_softmax_bwd_impl,
-    vmap=lambda p: _segment_vmap(p, 1, "num_segments"),
-    bwd_vmap=lambda p: _segment_vmap(p, 3, "num_segments"))
-
-
-def segment_softmax(x, segment_ids, num_segments):
-    """Softmax over the rows of each segment (e.g. the in-edges of a node in a GAT)."""
-    from mirax.ops.common import static_int
-    x, ids = _index_operands(float_operand(x, "segment_softmax"), segment_ids,
-                             "segment_softmax")
-    num = static_int(num_segments, "segment_softmax", "num_segments")
-    if ids.shape[0] != x.shape[0]:
-        raise ValueError(f"segment_softmax: {short(ids)} segment ids for {short(x)} rows")
-    _check_indices(ids, num, "segment_softmax")
-    return segment_softmax_p.bind(x, ids, num_segments=num)
-
-
-# --- straight-through estimators ----------------------------------------------------------
-# Forward: the quantized value; backward: the identity (fake_quantize: the identity where
-# the value is representable, 0 where it was clipped).
-def _ste(name, np_fn):
-    p = Primitive(name, keeps_weak=True)
-    p.def_impl(np_fn)
-    p.def_abstract_eval(lambda x: ShapedArray(x.shape, x.dtype))
-    p.def_jvp(lambda primals, tangents: (p.bind(*primals), tangents[0]))
-    p.def_vjp(lambda ct, out, x: [ct])
-    p.def_vmap(lambda args, dims: (p.bind(*args), dims[0]))
-    return p
-
-
-ste_round_p = _ste("ste_round", np.round)
-ste_sign_p = _ste("ste_sign", np.sign)
-
-
-def ste_round(x):
-    return ste_round_p.bind(float_operand(x, "ste_round"))
-
-
-def ste_sign(x):
-    return ste_sign_p.bind(float_operand(x, "ste_sign"))
-
-
-fake_quantize_p = Primitive("fake_quantize")
-
-
-@fake_quantize_p.def_impl
-def _fake_quantize_impl(x, scale, zero_point, *, bits):
-    q = np.clip(np.round(x / scale) + zero_point, 0, 2 ** bits - 1)
-    return _f((q - zero_point) * scale, x)
-
-
-fake_quantize_p.def_abstract_eval(lambda x, s, z, *, bits: ShapedArray(
-    x.shape, x.dtype))
-
-
-def _fq_in_range(x, scale, zero_point, bits):
-    from mirax.ops.elementwise import le, logical_and, round
-    r = add(round(div(x, scale)), zero_point)
-    return logical_and(ge(r, 0), le(r, float(2 ** bits - 1)))
-
-
-@fake_quantize_p.def_jvp
-def _fake_quantize_jvp(primals, tangents, *, bits):
-    out = fake_quantize_p.bind(*primals, bits=bits)
-    t = tangents[0]
-    if t is None:
-        return out, None
-    return out, select(_fq_in_range(*primals, bits), t, zeros_like(t))
-
-
-@fake_quantize_p.def_vjp
-def _fake_quantize_vjp(ct, out, x, scale, zero_point, *, bits):
-    ct = select(_fq_in_range(x, scale, zero_point, bits), ct, zeros_like(ct))
-    return [ct, None, None]
-
-
-def _fake_quantize_vmap(args, dims, *, bits):
-    from mirax.ops.elementwise import _nary_vmap
-    return _nary_vmap(fake_quantize_p)(args, dims, bits=bits)
-
-
-fake_quantize_p.def_vmap(_fake_quantize_vmap)
-
-
-def fake_quantize(x, scale, zero_point, bits=8):
-    """(clip(round(x / scale) + zero_point, 0, 2^bits - 1) - zero_point) * scale, with the
-    straight-through gradient (identity inside the representable range, 0 outside)."""
-    x = float_operand(x, "fake_quantize")
-    x, scale, zero_point = promote("fake_quantize", x, scale, zero_point)
-    from mirax.ops.common import broadcast_shapes
-    if broadcast_shapes("fake_quantize", x, scale, zero_point) != tuple(x.shape):
-        raise ValueError(f"fake_quantize: scale {short(scale)} and zero_point "
-                         f"{short(zero_point)} must broadcast to {short(x)}")
-    return fake_quantize_p.bind(x, scale, zero_point, bits=int(bits))
