@@ -205,39 +205,71 @@ def _stack_graph(body: Graph, nc: int, nk: int) -> Graph:
         "save_carries"))
 
 
+def _pick(xs, mask):
+    """The entries of xs where mask is true (the float ones, in the backward pass)."""
+    return [x for x, m in zip(xs, mask) if m]
+
+
+def _spread(vals, mask):
+    """_pick's inverse: vals in the true places of mask, None in the others."""
+    it = iter(vals)
+    return [next(it) if m else None for m in mask]
+
+
+def _float_masks(body: Graph, nk: int, consts, init, xs):
+    """Which consts, carries, xs and ys of a scan are float (get cotangents)."""
+    return ([is_float(c) for c in consts], [is_float(c) for c in init],
+            [is_float(x) for x in xs], [dtypes.is_float(a.dtype) for a in body.out_avals[nk:]])
+
+
+def _bwd_avals(body: Graph, nc: int, nk: int, masks, seg=None):
+    """Input avals of a backward step (consts | acc, ct_c | c, x, ct_y); with `seg`, the xs
+    and ct_ys are segments of `seg` steps."""
+    dc, dk, _, dy = masks
+    ins, ys = body.in_avals, _pick(body.out_avals[nk:], dy)
+    xs = list(ins[nc + nk:])
+    if seg is not None:
+        xs, ys = [batched_aval(a, seg) for a in xs], [batched_aval(a, seg) for a in ys]
+    return (list(ins[:nc]) + _pick(ins[:nc], dc) + _pick(ins[nc:nc + nk], dk) +
+            list(ins[nc:nc + nk]) + xs + ys)
+
+
+def _split_bwd_args(args, nc, nk, masks):
+    """A backward step's operands (consts | acc, ct_c | c, x, ct_y) unpacked, with ct_c and
+    ct_y spread to full length (None for non-float entries)."""
+    dc, dk, dx, dy = masks
+    it = iter(args)
+
+    def take(n):
+        return [next(it) for _ in range(n)]
+    consts = take(nc)
+    acc = take(sum(dc))
+    ct_c = _spread(take(sum(dk)), dk)
+    c = take(nk)
+    x = take(len(dx))
+    ct_y = _spread(take(sum(dy)), dy)
+    return consts, acc, ct_c, c, x, ct_y
+
+
 def _bwd_graph(body: Graph, nc: int, nk: int) -> Graph:
     """One reverse step: (consts | acc, ct_c | c, x, ct_y) -> (acc', ct_c_prev | ct_x),
     over the float consts / carries / xs / ys only."""
     from mirax.ops.elementwise import add
     from mirax.transforms.vjp import vjp_flat
     ins, outs = body.in_avals, body.out_avals
-    dc = [dtypes.is_float(a.dtype) for a in ins[:nc]]
-    dk = [dtypes.is_float(a.dtype) for a in ins[nc:nc + nk]]
-    dx = [dtypes.is_float(a.dtype) for a in ins[nc + nk:]]
-    dy = [dtypes.is_float(a.dtype) for a in outs[nk:]]
-    nx = len(dx)
+    fl = (lambda avals: [dtypes.is_float(a.dtype) for a in avals])
+    masks = (fl(ins[:nc]), fl(ins[nc:nc + nk]), fl(ins[nc + nk:]), fl(outs[nk:]))
+    dc, dk, dx, _ = masks
 
     def fn(*a):
-        it = iter(a)
-        consts = [next(it) for _ in range(nc)]
-        acc = [next(it) for _ in range(sum(dc))]
-        ct_c = iter([next(it) for _ in range(sum(dk))])
-        c = [next(it) for _ in range(nk)]
-        x = [next(it) for _ in range(nx)]
-        ct_y = iter([next(it) for _ in range(sum(dy))])
+        consts, acc, ct_c, c, x, ct_y = _split_bwd_args(a, nc, nk, masks)
         _, bwd = vjp_flat(lambda *ys: eval_graph(body, *ys), consts + c + x)
-        res = bwd([next(ct_c) if d else None for d in dk] +
-                  [next(ct_y) if d else None for d in dy])
+        res = bwd(ct_c + ct_y)
         g_c, g_k, g_x = res[:nc], res[nc:nc + nk], res[nc + nk:]
-        acc = [add(s, g) for s, g in zip(acc, [g for g, d in zip(g_c, dc) if d])]
-        return (acc + [g for g, d in zip(g_k, dk) if d] + [g for g, d in zip(g_x, dx) if d])
-
-    def build():
-        pick = (lambda avals, mask: [a for a, m in zip(avals, mask) if m])
-        avals = (list(ins[:nc]) + pick(ins[:nc], dc) + pick(ins[nc:nc + nk], dk) +
-                 list(ins[nc:]) + pick(outs[nk:], dy))
-        return rule_graph(fn, avals, f"bwd_{body.name}")
-    return cached(body, ("cf_bwd",), build)
+        acc = [add(s, g) for s, g in zip(acc, _pick(g_c, dc))]
+        return acc + _pick(g_k, dk) + _pick(g_x, dx)
+    return cached(body, ("cf_bwd",), lambda: rule_graph(
+        fn, _bwd_avals(body, nc, nk, masks), f"bwd_{body.name}"))
 
 
 def _scan_bwd(body, nc, nk, consts, init, xs, ct_k, ct_y, length, reverse):
@@ -247,19 +279,15 @@ def _scan_bwd(body, nc, nk, consts, init, xs, ct_k, ct_y, length, reverse):
     params = dict(num_consts=nc, length=length, checkpoint=None)
     saved = scan_p.bind(*consts, *init, *xs, body=_stack_graph(body, nc, nk), num_carry=nk,
                         reverse=reverse, **params)[nk:]
-    dc = [is_float(c) for c in consts]
-    dk = [is_float(c) for c in init]
-    dx = [is_float(x) for x in xs]
-    dy = [dtypes.is_float(a.dtype) for a in body.out_avals[nk:]]
-    acc0 = [instantiate(None, c) for c, d in zip(consts, dc) if d]
-    ck = [c for c, d in zip(ct_k, dk) if d]
-    cy = [c for c, d in zip(ct_y, dy) if d]
-    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs, *cy, body=_bwd_graph(body, nc, nk),
-                      num_carry=len(acc0) + len(ck), reverse=not reverse, **params)
-    acc, rk, rx = iter(res[:len(acc0)]), iter(res[len(acc0):len(acc0) + len(ck)]), \
-        iter(res[len(acc0) + len(ck):])
-    return ([next(acc) if d else None for d in dc], [next(rk) if d else None for d in dk],
-            [next(rx) if d else None for d in dx])
+    dc, dk, dx, dy = _float_masks(body, nk, consts, init, xs)
+    acc0 = [instantiate(None, c) for c in _pick(consts, dc)]
+    ck = _pick(ct_k, dk)
+    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs, *_pick(ct_y, dy),
+                      body=_bwd_graph(body, nc, nk), num_carry=len(acc0) + len(ck),
+                      reverse=not reverse, **params)
+    na, nck = len(acc0), len(ck)
+    return (_spread(res[:na], dc), _spread(res[na:na + nck], dk),
+            _spread(res[na + nck:], dx))
 
 
 def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
@@ -290,35 +318,20 @@ def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
     if tail:
         g_c, ct_k, g_xt = _scan_bwd(body, nc, nk, consts, c_main, xs_t, ct_k, ct_t, tail,
                                     False)
-    dc = [is_float(c) for c in consts]
-    dk = [is_float(c) for c in init]
-    dx = [is_float(x) for x in xs]
-    dy = [dtypes.is_float(a.dtype) for a in body.out_avals[nk:]]
-    nx = len(xs)
+    masks = _float_masks(body, nk, consts, init, xs)
+    dc, dk, dx, dy = masks
 
     def seg_bwd(*a):  # (consts | acc, ct_c | c0, xseg, ct_yseg) -> (acc', ct_c0 | ct_xseg)
-        it = iter(a)
-        cs = [next(it) for _ in range(nc)]
-        acc = [next(it) for _ in range(sum(dc))]
-        ctc = iter([next(it) for _ in range(sum(dk))])
-        c0 = [next(it) for _ in range(nk)]
-        xseg = [next(it) for _ in range(nx)]
-        cty = iter([next(it) for _ in range(sum(dy))])
-        ctc = [next(ctc) if d else None for d in dk]
-        cty = [next(cty) if d else None for d in dy]
+        cs, acc, ctc, c0, xseg, cty = _split_bwd_args(a, nc, nk, masks)
         gc, gk, gx = _scan_bwd(body, nc, nk, cs, c0, xseg, ctc, cty, seg, False)
         acc = [add(s, g) for s, g in zip(acc, [g for g in gc if g is not None])]
         return acc + [g for g in gk if g is not None] + [g for g in gx if g is not None]
-    ins = body.in_avals
-    pick = (lambda avals, mask: [x for x, m in zip(avals, mask) if m])
     bg = cached(body, ("cf_sqrt_bwd", seg), lambda: rule_graph(
-        seg_bwd, list(ins[:nc]) + pick(ins[:nc], dc) + pick(ins[nc:nc + nk], dk) +
-        list(ins[nc:nc + nk]) + [batched_aval(a, seg) for a in ins[nc + nk:]] +
-        [batched_aval(a, seg) for a in pick(body.out_avals[nk:], dy)], "bwd_segments"))
+        seg_bwd, _bwd_avals(body, nc, nk, masks, seg), "bwd_segments"))
     from mirax.transforms.jvp import instantiate
-    acc0 = [instantiate(None, c) for c, d in zip(consts, dc) if d]
-    ck = [c for c, d in zip(ct_k, dk) if d]
-    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs_m, *pick(ct_m, dy), body=bg,
+    acc0 = [instantiate(None, c) for c in _pick(consts, dc)]
+    ck = _pick(ct_k, dk)
+    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs_m, *_pick(ct_m, dy), body=bg,
                       num_consts=nc, num_carry=len(acc0) + len(ck), length=nseg,
                       reverse=True, checkpoint=None)
     acc = res[:len(acc0)]
