@@ -8,7 +8,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
-from mirax.core.trace import Tracer
+from mirax.core.trace import Tracer, aval_of
 
 Operand = (Array, Tracer)
 
@@ -145,3 +145,8 @@ def static_shape(shape, op: str) -> tuple[int, ...]:
     if any(d < 0 for d in out):
         raise ValueError(f"{op}: negative dimension in shape {out}")
     return out
+
+
+def batch_size(args, dims) -> int:
+    """The vmapped axis size, read off the first batched operand of a vmap rule."""
+    return next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)

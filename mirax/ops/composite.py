@@ -23,6 +23,7 @@ from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of, new_base
+from mirax.ops.common import batch_size
 
 COMPOSITES: dict[str, Primitive] = {}
 
@@ -87,7 +88,7 @@ def _body_vjp(prim):
 def _body_vmap(prim):
     def vmap(args, dims, **params):
         from mirax.transforms.vmap import vmap_flat
-        size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+        size = batch_size(args, dims)
         outs = vmap_flat(
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
             list(args), list(dims), size)
@@ -109,7 +110,7 @@ def batch_front(prim, row_args=None):
         rows = range(len(args)) if row_args is None else row_args
         if any(d is not None and i not in rows for i, (d) in enumerate(dims)):
             return fallback(args, dims, **params)
-        size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+        size = batch_size(args, dims)
         moved = [move_bdim(a, d, 0, size) if i in rows else a
                  for i, (a, d) in enumerate(zip(args, dims))]
         out = prim.bind(*moved, **params)

@@ -23,7 +23,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of, state
 from mirax.ir.graph import Var
 from mirax.ir.interpret import eval_graph
-from mirax.ops.common import operand, short
+from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     compiled, is_float, jvp_graph, same_aval, to_front, trace_fn, vjp_graph, vmap_graph)
 
@@ -168,7 +168,7 @@ def _cond_vmap(args, dims, *, branches):
     from mirax.ops.shape import broadcast_in_dim
     from mirax.transforms.vmap import move_bdim, vmap_flat
     index, xs, idim, xdims = args[0], args[1:], dims[0], dims[1:]
-    size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+    size = batch_size(args, dims)
     m = len(branches[0].outputs)
     if idim is None:
         xs, in_dims = to_front(xs, xdims, size)

@@ -19,7 +19,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
-from mirax.ops.common import float_operand, promote, short
+from mirax.ops.common import batch_size, float_operand, promote, short
 from mirax.ops.composite import composite
 from mirax.ops.elementwise import add, div
 from mirax.ops.reduction import reduce_max, reduce_sum
@@ -297,7 +297,7 @@ def _fold_n(prim):
     """vmap of a pool (or its backward op) on [N, C, H, W]: fold the batch axis into N."""
     def rule(args, dims, **params):
         from mirax.transforms.vmap import move_bdim
-        size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+        size = batch_size(args, dims)
         moved = []
         for a, d in zip(args, dims):
             a = move_bdim(a, d, 0, size)

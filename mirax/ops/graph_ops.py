@@ -15,7 +15,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
-from mirax.ops.common import float_operand, operand, short, static_int
+from mirax.ops.common import batch_size, float_operand, operand, short, static_int
 from mirax.ops.composite import cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
     add, convert_element_type, div, eq, exp, is_finite, max, mul, select, sub, zeros_like)
@@ -144,7 +144,7 @@ def _segment_vmap(prim, ids_pos, num_param):
     def rule(args, dims, **params):
         from mirax.transforms.vmap import move_bdim
         ids, di = args[ids_pos], dims[ids_pos]
-        size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+        size = batch_size(args, dims)
         rows = [i for i in range(len(args)) if i != ids_pos]
         moved = list(args)
         if di is None:

@@ -27,7 +27,7 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import elementwise as ew
-from mirax.ops.common import operand, short
+from mirax.ops.common import batch_size, operand, short
 from mirax.ops.shape import broadcast_in_dim, broadcast_to, full, iota, moveaxis, reshape
 
 __all__ = ["dynamic_slice", "dynamic_update_slice", "dynamic_slice_in_dim",
@@ -212,7 +212,7 @@ def _dynamic_update_slice_transpose(ct, x, u, *starts):
 @dynamic_update_slice_p.def_vmap
 def _dynamic_update_slice_vmap(args, dims):
     (x, u, *starts), (dx, du, *dstarts) = args, dims
-    size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+    size = batch_size(args, dims)
     x, u = _to_front(x, dx, size), _to_front(u, du, size)
     if all(d is None for d in dstarts):
         return dynamic_update_slice_p.bind(x, u, full((), 0, dtypes.int32), *starts), 0
@@ -384,7 +384,7 @@ def _scatter_primitive(name, op):
     @p.def_vmap
     def _vmap(args, dims, *, axes, mode):
         (x, idx, upd), (dx, di, du) = args, dims
-        size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+        size = batch_size(args, dims)
         x = _to_front(x, dx, size)
         if di is None:                    # the batch axis is the first rest axis
             from mirax.transforms.vmap import move_bdim

@@ -21,7 +21,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
-from mirax.ops.common import float_operand, promote, short
+from mirax.ops.common import batch_size, float_operand, promote, short
 from mirax.ops.dot import dot_general
 from mirax.ops.reduction import reduce_sum
 
@@ -125,7 +125,7 @@ def _host(fn):
 def _vmap_front(p):
     """vmap rule for a primitive batched over leading dims: batch dim to the front."""
     def vmap(args, dims, **params):
-        size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+        size = batch_size(args, dims)
         xs = [sh.broadcast_to(a, (size,) + tuple(aval_of(a).shape)) if d is None
               else sh.moveaxis(a, d, 0) if d != 0 else a for a, d in zip(args, dims)]
         out = p.bind(*xs, **params)

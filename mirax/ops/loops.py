@@ -17,7 +17,7 @@ from mirax.core import dtypes, tree
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of
 from mirax.ir.interpret import eval_graph
-from mirax.ops.common import operand, short
+from mirax.ops.common import batch_size, operand, short
 from mirax.ops.scan import scan, scan_p
 from mirax.ops.subgraph import (
     cached, carry_check, compiled, interleave, is_float, jvp_graph, permute, promote_weak,
@@ -161,7 +161,7 @@ def _scan_from_fn(step, init, length):
 @while_p.def_vmap
 def _while_vmap(args, dims, *, cond_graph, body_graph, cond_nconsts, body_nconsts,
                 max_steps):
-    size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+    size = batch_size(args, dims)
     cc, bc, init = _split_while(args, cond_nconsts, body_nconsts)
     ccd, bcd, kd = _split_while(dims, cond_nconsts, body_nconsts)
     cc, ccd = to_front(cc, ccd, size)

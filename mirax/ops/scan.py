@@ -21,7 +21,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ir.graph import Graph
 from mirax.ir.interpret import eval_graph
-from mirax.ops.common import operand, short
+from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     batched_aval, cached, carry_check, compiled, interleave, is_float, jvp_graph, permute,
     promote_weak, rule_graph, same_aval, to_front, trace_fn, vmap_graph)
@@ -158,7 +158,7 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
 
 @scan_p.def_vmap
 def _scan_vmap(args, dims, *, body, num_consts, num_carry, length, reverse, checkpoint):
-    size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+    size = batch_size(args, dims)
     nc, nk = num_consts, num_carry
     consts, init, xs = _split_scan(args, nc, nk)
     cd, kd, xd = _split_scan(dims, nc, nk)

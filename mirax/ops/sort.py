@@ -14,7 +14,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
-from mirax.ops.common import normalize_axis, operand, short
+from mirax.ops.common import batch_size, normalize_axis, operand, short
 
 
 def _front(x, d, size=None):
@@ -23,10 +23,6 @@ def _front(x, d, size=None):
     if d is None:
         return broadcast_to(x, (size,) + tuple(aval_of(x).shape))
     return x if d == 0 else moveaxis(x, d, 0)
-
-
-def _batch_size(args, dims):
-    return next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
 
 
 def _check_indices(name, x, idx, axis):
@@ -75,7 +71,7 @@ def _gather_along_axis_transpose(ct, x, idx, *, axis):
 
 @gather_along_axis_p.def_vmap
 def _gather_along_axis_vmap(args, dims, *, axis):
-    n = _batch_size(args, dims)
+    n = batch_size(args, dims)
     x, idx = (_front(a, d, n) for a, d in zip(args, dims))
     return gather_along_axis_p.bind(x, idx, axis=axis + 1), 0
 
@@ -127,7 +123,7 @@ scatter_add_along_axis_p.def_transpose(
 
 @scatter_add_along_axis_p.def_vmap
 def _scatter_add_along_axis_vmap(args, dims, *, axis, size):
-    n = _batch_size(args, dims)
+    n = batch_size(args, dims)
     u, idx = (_front(a, d, n) for a, d in zip(args, dims))
     return scatter_add_along_axis_p.bind(u, idx, axis=axis + 1, size=size), 0
 
@@ -217,7 +213,7 @@ def _sort_vjp(cts, out, *xs, axis, descending, num_keys):
 
 @sort_p.def_vmap
 def _sort_vmap(args, dims, *, axis, descending, num_keys):
-    n = _batch_size(args, dims)
+    n = batch_size(args, dims)
     xs = [_front(a, d, n) for a, d in zip(args, dims)]
     out = sort_p.bind(*xs, axis=axis + 1, descending=descending, num_keys=num_keys)
     return out, [0] * len(out)
