@@ -7,13 +7,20 @@ Workloads (float32 unless stated):
 - softmax and layer_norm (weight, bias) over the last axis of 65536 x 2048: GB/s likewise;
 - bf16 matmul 8192^3: TFLOP/s (2 n^3 flops);
 - one Adam step of an MLP 784-2048-2048-10 (relu, softmax cross-entropy) at batch 8192:
-  ms per step (forward, backward, update).
+  ms per step (forward, backward, update); `--profile` also prints the mirax plan's time per
+  node (CUDA events, runtime.profile) and PyTorch's per-kernel profile of its step;
+- one pre-LN causal transformer block (d 1024, 16 heads of 64, MLP 4096, tanh-gelu) at
+  batch 8, sequence 1024, forward + backward of mean(block(x)^2) w.r.t. all parameters,
+  in float32 and bfloat16: attention is mirax's fused CUDA kernel, torch's
+  F.scaled_dot_product_attention, JAX's jax.nn.dot_product_attention.
 
 Timing: each case runs a few warm-up calls, then `reps` timed batches of `inner` calls
 between device synchronizations; the figure is the median batch time / inner. Results
 are ratios mirax / peer (>1: mirax faster). Peers that fail are reported, not fatal.
 
     PYTHONPATH=. python benchmarks/gpu.py [--quick] [--no-compile] [--json out.json]
+        [--only gelu,softmax,layer_norm,matmul,mlp,transformer] [--update old.json]
+        [--profile]
 """
 from __future__ import annotations
 
@@ -76,13 +83,13 @@ class Peers:
         return fn, lambda: box[0].block_until_ready()
 
 
-def run_case(results, name, unit, work, impls):
+def run_case(results, name, unit, work, impls, **timing):
     """impls: {label: (fn, sync)}; work: bytes or flops per call; unit GB/s or TFLOP/s."""
     row = {"unit": unit}
     for label, make in impls.items():
         try:
             fn, sync = make()
-            t = timeit(fn, sync)
+            t = timeit(fn, sync, **timing)
             row[label] = {"ms": 1e3 * t, unit: work / t / (1e9 if unit == "GB/s" else 1e12)}
         except Exception as e:  # noqa: BLE001
             row[label] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
@@ -111,6 +118,9 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--json", default=None)
     ap.add_argument("--only", default=None, help="comma-separated case names")
+    ap.add_argument("--update", default=None,
+                    help="a previous results JSON: its cases not run now are kept")
+    ap.add_argument("--profile", action="store_true", help="per-node MLP profile")
     args = ap.parse_args()
 
     import cupy as cp
@@ -230,8 +240,24 @@ def main():
 
     # --- MLP Adam step ----------------------------------------------------------------------------
     if not only or "mlp" in only:
-        mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=args.quick)
+        mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=args.quick,
+                 profile=args.profile)
 
+    # --- transformer block -------------------------------------------------------------------
+    if not only or "transformer" in only:
+        for dtype in ("float32", "bfloat16"):
+            transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype,
+                             quick=args.quick)
+
+    if args.update and os.path.exists(args.update):
+        with open(args.update) as f:
+            old = json.load(f)
+        for key, row in old.items():
+            if key not in results and isinstance(row, dict) and "unit" in row:
+                results[key] = row
+        checks = {**old.get("checks_max_abs_diff_vs_torch", {}), **checks}
+    from mirax.backends.cuda import attention
+    results["attention_fallbacks"] = dict(attention.fallbacks)
     results["checks_max_abs_diff_vs_torch"] = checks
     results["ratios"] = ratios(results)
     results["cuda_failures"] = {str(k): v for k, v in be.failures.items()}
@@ -254,7 +280,7 @@ def mirax_plan(mx, f, *args):
     return lambda: plan(*bufs)
 
 
-def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False):
+def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=False):
     torch, jax = peers.torch, peers.jax
     sizes = [784, 2048, 2048, 10]
     batch = 1024 if quick else 8192
@@ -297,7 +323,37 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False):
         state["s"] = (p, m, v, t)
         state["loss"] = val
 
-    impls = {"mirax jit": lambda: (mirax_step, csync)}
+    def no_merge():
+        # the same step compiled without runtime.merge_elementwise (its effect, measured)
+        st = {"s": state["s"]}
+        jstep2 = mx.jit(lambda *a: step(*a))
+        os.environ["MIRAX_CUDA_MERGE"] = "0"
+        try:
+            p, m, v, t = st["s"]
+            jstep2(p, m, v, t, xm, ym)
+        finally:
+            os.environ.pop("MIRAX_CUDA_MERGE")
+
+        def run():
+            p, m, v, t = st["s"]
+            p, m, v, t, _ = jstep2(p, m, v, t, xm, ym)
+            st["s"] = (p, m, v, t)
+        return run, csync
+
+    impls = {"mirax jit": lambda: (mirax_step, csync),
+             "mirax jit (no merge)": no_merge}
+    if profile:
+        from mirax.backends import get_device
+        from mirax.backends.cuda import runtime
+        p, m, v, t = state["s"]
+        graph = mx.make_graph(step)(p, m, v, t, xm, ym)
+        leaves = [a._buf for a in mx.tree.leaves((p, m, v, t, xm, ym))]
+        rows = runtime.profile(get_device("cuda").backend, graph, leaves)
+        total = sum(ms for _, ms in rows)
+        print(f"  mirax MLP step, per node (sum {total:.3f} ms):")
+        for label, ms in rows[:45]:
+            print(f"    {ms:8.3f} ms  {label}")
+        results["mlp_profile_mirax"] = [(lbl, round(ms, 4)) for lbl, ms in rows]
     if torch:
         def torch_setup(compiled):
             model = torch.nn.Sequential(
@@ -365,6 +421,31 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False):
         impls["jax jit"] = lambda: jax_setup(None)
         impls["jax jit fp32"] = lambda: jax_setup("highest")
     flops = 6.0 * batch * sum(sizes[i] * sizes[i + 1] for i in range(3))
+    if profile and torch:
+        try:
+            fn, sync = torch_setup(False)
+            for _ in range(3):
+                fn()
+            sync()
+            from torch.profiler import ProfilerActivity
+            from torch.profiler import profile as tprofile
+            with tprofile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    fn()
+                sync()
+            table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=25)
+            print("  torch eager MLP step, per kernel (5 steps):\n" + table)
+            results["mlp_profile_torch"] = table
+        except Exception as e:  # noqa: BLE001
+            print("  torch profile failed:", repr(e))
+        # column sums (bias gradients): CuPy's axis-0 reduction against a GEMV
+        import cupy as cp
+        a = cp.random.standard_normal((batch, 2048), dtype=cp.float32)
+        ones = cp.ones((1, batch), cp.float32)
+        for label, f in (("cp.sum(axis=0)", lambda: cp.sum(a, axis=0)),
+                         ("ones @ a", lambda: ones @ a)):
+            print(f"  column sum [{batch},2048] {label}: "
+                  f"{1e3 * timeit(f, csync):.4f} ms", flush=True)
     run_case(results, "mlp_adam", "TFLOP/s", flops, impls)
     # the first mirax losses go down (a sanity check that the step trains)
     if "loss" in state:
@@ -373,3 +454,138 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False):
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- transformer block ----------------------------------------------------------------------------
+def _block(F, p, x, heads):
+    """One pre-LN causal transformer block on x [B,T,D] (as benchmarks/suite.py W5)."""
+    B, T, D = x.shape
+    h = F.ln(x, p["ln1_w"], p["ln1_b"])
+    q, k, v = (F.reshape(h @ p["w" + n] + p["b" + n], (B, T, heads, D // heads))
+               for n in "qkv")
+    x = x + F.reshape(F.attn(q, k, v), (B, T, D)) @ p["wo"] + p["bo"]
+    h = F.ln(x, p["ln2_w"], p["ln2_b"])
+    return x + F.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+
+def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=False):
+    torch, jax = peers.torch, peers.jax
+    B, T, D, H, FF = (2, 256, 256, 4, 1024) if quick else (8, 1024, 1024, 16, 4096)
+
+    def w(a, b):
+        return (rng.standard_normal((a, b), dtype=np.float32) / np.float32(np.sqrt(a)))
+    init = {"ln1_w": np.ones(D, np.float32), "ln1_b": np.zeros(D, np.float32),
+            "ln2_w": np.ones(D, np.float32), "ln2_b": np.zeros(D, np.float32),
+            "wq": w(D, D), "bq": np.zeros(D, np.float32), "wk": w(D, D),
+            "bk": np.zeros(D, np.float32), "wv": w(D, D), "bv": np.zeros(D, np.float32),
+            "wo": w(D, D), "bo": np.zeros(D, np.float32), "w1": w(D, FF),
+            "b1": np.zeros(FF, np.float32), "w2": w(FF, D), "b2": np.zeros(D, np.float32)}
+    x_h = rng.standard_normal((B, T, D), dtype=np.float32)
+    keys = sorted(init)
+
+    class MF:
+        reshape = staticmethod(lambda x, s: mnp.reshape(x, s))
+        ln = staticmethod(lambda x, w, b: mx.nn.layer_norm(x, w, b, eps=1e-5))
+        attn = staticmethod(lambda q, k, v: mx.nn.dot_product_attention(q, k, v,
+                                                                        is_causal=True))
+        gelu = staticmethod(lambda x: mx.nn.gelu(x, approximate=True))
+
+    def mloss(p, x):
+        y = _block(MF, p, x, H)
+        return mnp.mean(mnp.square(y.astype("float32")))
+
+    mp = {k: mx.device_put(v, "cuda").astype(dtype) for k, v in init.items()}
+    mxx = mx.device_put(x_h, "cuda").astype(dtype)
+    mf = mx.jit(mx.value_and_grad(mloss))
+    box = {}
+
+    def mrun():
+        box["out"] = mf(mp, mxx)
+    impls = {"mirax jit": lambda: (mrun, csync)}
+    if torch:
+        tdt = getattr(torch, dtype)
+        TF = torch.nn.functional
+
+        class TFn:
+            reshape = staticmethod(lambda x, s: torch.reshape(x, s))
+            ln = staticmethod(lambda x, w, b: TF.layer_norm(x, (x.shape[-1],), w, b, 1e-5))
+            gelu = staticmethod(lambda x: TF.gelu(x, approximate="tanh"))
+
+            @staticmethod
+            def attn(q, k, v):
+                o = TF.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                                    v.transpose(1, 2), is_causal=True)
+                return o.transpose(1, 2)
+
+        tp = {k: torch.from_numpy(v).cuda().to(tdt).requires_grad_(True)
+              for k, v in init.items()}
+        tx = torch.from_numpy(x_h).cuda().to(tdt)
+
+        def tloss(p, x):
+            return torch.mean(torch.square(_block(TFn, p, x, H).float()))
+
+        def tstep(fn):
+            def run():
+                val = fn(tp, tx)
+                return val, torch.autograd.grad(val, [tp[k] for k in keys])
+            return run
+        impls["torch eager"] = lambda: (tstep(tloss), peers.tsync)
+
+        def tcomp():
+            if not peers.use_compile:
+                raise RuntimeError("skipped (--no-compile)")
+            return tstep(torch.compile(tloss)), peers.tsync
+        impls["torch.compile"] = tcomp
+        try:
+            tval, tg = tstep(tloss)()
+            mval, mg = mf(mp, mxx)
+            checks[f"transformer_{dtype}_loss"] = abs(float(mval) - float(tval))
+            rel = max(float(np.max(np.abs(np.asarray(mg[k].astype("float32"))
+                                          - tg[i].float().cpu().numpy())))
+                      / max(float(tg[i].float().abs().max()), 1e-30)
+                      for i, k in enumerate(keys))
+            checks[f"transformer_{dtype}_grad_rel"] = rel
+        except Exception as e:  # noqa: BLE001
+            checks[f"transformer_{dtype}"] = repr(e)[:300]
+    if jax:
+        jnp = jax.numpy
+        jdt = getattr(jnp, dtype)
+
+        class JF:
+            reshape = staticmethod(lambda x, s: jnp.reshape(x, s))
+            gelu = staticmethod(lambda x: jax.nn.gelu(x, approximate=True))
+            attn = staticmethod(lambda q, k, v: jax.nn.dot_product_attention(
+                q, k, v, is_causal=True))
+
+            @staticmethod
+            def ln(x, w, b):
+                xf = x.astype(jnp.float32)
+                mu = jnp.mean(xf, -1, keepdims=True)
+                var = jnp.mean(jnp.square(xf - mu), -1, keepdims=True)
+                return ((xf - mu) * jax.lax.rsqrt(var + 1e-5)).astype(x.dtype) * w + b
+
+        def jloss(p, x):
+            return jnp.mean(jnp.square(_block(JF, p, x, H).astype(jnp.float32)))
+        jp = {k: jnp.asarray(v, jdt) for k, v in init.items()}
+        jx = jnp.asarray(x_h, jdt)
+
+        def jsetup(precision):
+            import contextlib
+            ctx = (jax.default_matmul_precision(precision) if precision
+                   else contextlib.nullcontext())
+            with ctx:
+                jf = jax.jit(jax.value_and_grad(jloss))
+                jf(jp, jx)[0].block_until_ready()
+            jbox = {}
+
+            def run():
+                with ctx:
+                    jbox["o"] = jf(jp, jx)
+            return run, lambda: jbox["o"][0].block_until_ready()
+        impls["jax jit"] = lambda: jsetup(None)
+        if dtype == "float32":
+            impls["jax jit fp32"] = lambda: jsetup("highest")
+    n = B * T
+    flops = 3 * (2.0 * n * (4 * D * D + 2 * D * FF) + 2.0 * B * H * T * T * (D // H))
+    run_case(results, f"transformer_{dtype}", "TFLOP/s", flops, impls,
+             warmup=2, reps=5, inner=3)

@@ -3,10 +3,10 @@
 Importing this package without CuPy raises ImportError, which the registry
 (backends/__init__.py) reads as "no CUDA". What it claims, per primitive (library.py):
 explicit CuPy impls, NumPy reference impls that run unchanged on CuPy buffers, row
-kernels for softmax & co, and composites' bodies compiled for CUDA ("decomposed");
-everything else runs through the host and is counted so in the dispatch report
-(`MIRAX_DEBUG=1`). `compile(graph)` is runtime.lower: fusion nodes become generated
-kernels (codegen.py). Nothing outside this package imports CuPy.
+kernels for softmax & co, fused attention kernels (attention.py), and composites' bodies
+compiled for CUDA ("decomposed"); everything else runs through the host and is counted
+so in the dispatch report (`MIRAX_DEBUG=1`). `compile(graph)` is runtime.lower: fusion
+nodes become generated kernels (codegen.py). Nothing outside this package imports CuPy.
 """
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ import cupy as cp
 import numpy as np
 
 from mirax.backends.base import Backend, Device
-from mirax.backends.cuda import library, runtime
+from mirax.backends.cuda import attention, library, runtime
 from mirax.core import trace as _trace
 
 _COMPOSITE_ROWS = {"softmax": "softmax", "log_softmax": "log_softmax",
                    "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
+_ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")  # attention.py kernels
 
 
 class CudaBackend(Backend):
@@ -81,6 +82,8 @@ class CudaBackend(Backend):
         name = prim.name
         if name in _COMPOSITE_ROWS:
             return self._guarded(prim, runtime.row_impl(prim, _COMPOSITE_ROWS[name])), "native"
+        if name in _ATTENTION:
+            return self._guarded(prim, attention.impl(self, prim)), "native"
         if name in self._explicit:
             return self._guarded(prim, self._explicit[name]), "native"
         if name in library.REFERENCE_OK and prim.impl is not None:

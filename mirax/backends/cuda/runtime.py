@@ -15,6 +15,7 @@ entry); `graph.cache[("exe", "cuda")]` holds it.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 
 import cupy as cp
@@ -26,7 +27,8 @@ from mirax.core.avals import ShapedArray
 from mirax.ir.graph import Graph
 
 # Composites with a hand-written CUDA kernel: left whole by `lower` (others are inlined).
-KEEP = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm"})
+KEEP = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm",
+                  "dot_product_attention", "dot_product_attention_bwd"})
 
 
 def backend():
@@ -71,10 +73,15 @@ def _registry():
     return registry
 
 
-def lower(be, graph: Graph):
-    """A callable(*buffers) -> list of CuPy buffers running `graph` on the GPU."""
+def lower(be, graph: Graph, timer: list | None = None):
+    """A callable(*buffers) -> list of CuPy buffers running `graph` on the GPU.
+
+    With `timer` (a list), every node's call is bracketed by CUDA events appended to it as
+    (label, start, end): see `profile`."""
     from mirax.compiler.fusion import fusion_p
     graph = prepare(be, graph)
+    if os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":  # =0: measure without the merge
+        graph = merge_elementwise(graph)
     names: dict = {}
     env: dict = {}
 
@@ -106,6 +113,8 @@ def lower(be, graph: Graph):
         else:
             env[k] = functools.partial(be.impl(node.prim), **node.params) if node.params \
                 else be.impl(node.prim)
+        if timer is not None:
+            env[k] = _timed(env[k], _label(i, node), timer)
         outs = ", ".join(name(o) for o in node.outputs)
         lhs = outs + ("," if node.prim.multiple_results and len(node.outputs) == 1 else "")
         body.append(f"{lhs} = {k}({', '.join(name(v) for v in node.inputs)})"
@@ -129,6 +138,150 @@ def lower(be, graph: Graph):
     run.source = src
     run.graph = graph
     return run
+
+
+# --- merging elementwise groups (CUDA only) ------------------------------------------------------
+def _ew_names() -> set:
+    from mirax.compiler.fusion import _elementwise_names
+    return _elementwise_names()
+
+
+def _members(node, ew) -> list | None:
+    """The elementwise nodes `node` computes (itself, or a fusion node's chain), or None when
+    it is not a pure elementwise group (a reduction, any other primitive)."""
+    from mirax.compiler.fusion import fusion_p
+    if node.prim is fusion_p:
+        sub = node.params["graph"].nodes
+        return list(sub) if all(n.prim.name in ew for n in sub) else None
+    if node.prim.name in ew and len(node.outputs) == 1:
+        return [node]
+    return None
+
+
+def merge_elementwise(graph: Graph) -> Graph:
+    """Merge elementwise groups into their elementwise consumers where the compiler's fusion
+    pass (which grows one group along the node order) left them apart: an optimizer's
+    update `b1 * m + (1 - b1) * g` starts two groups, and the chain
+    m -> m_hat -> update -> new p spans several; after merging, one kernel per parameter
+    reads p, m, v, g and writes p, m, v. A group P joins its consumer C when both are
+    elementwise over one shape and every other use of P's outputs comes after C (the merged
+    node sits at C's position; P's outputs used elsewhere stay outputs). A broadcast of a
+    0-d value feeding a group is read as that value (no materialized array)."""
+    from mirax.compiler.fusion import fusion_p
+    ew = _ew_names()
+    nodes = list(graph.nodes)
+    outs = set(graph.outputs)
+    # 0-d broadcasts: out var -> the scalar var
+    scalar_of = {n.outputs[0]: n.inputs[0] for n in nodes
+                 if n.prim.name == "broadcast_in_dim" and n.inputs[0].aval.ndim == 0
+                 and n.outputs[0] not in outs}
+    changed = True
+    merged_any = False
+    while changed:
+        changed = False
+        producer, users = {}, {}
+        for i, n in enumerate(nodes):
+            for v in n.inputs:
+                users.setdefault(v, []).append(i)
+            for o in n.outputs:
+                producer[o] = i
+        for ci, c in enumerate(nodes):
+            if (c.prim is fusion_p or c.prim.name in ew) and \
+                    any(v in scalar_of for v in c.inputs):
+                members = c.params["graph"].nodes if c.prim is fusion_p else [c]
+                nodes[ci] = _group(c, members, [], c.outputs, scalar_of, ew)
+                changed = merged_any = True
+                break
+            cm = _members(c, ew)
+            if cm is None:
+                continue
+            shape = tuple(c.outputs[0].aval.shape)
+            for v in dict.fromkeys(c.inputs):
+                pi = producer.get(v)
+                if pi is None:
+                    continue
+                p = nodes[pi]
+                pm = _members(p, ew)
+                if pm is None or tuple(p.outputs[0].aval.shape) != shape or \
+                        any(tuple(o.aval.shape) != shape for o in p.outputs):
+                    continue
+                if any(u != ci and u < ci for o in p.outputs for u in users.get(o, ())):
+                    continue
+                keep = [o for o in p.outputs
+                        if o in outs or any(u != ci for u in users.get(o, ()))]
+                nodes[ci] = _group(c, pm + cm, keep, c.outputs, scalar_of, ew)
+                del nodes[pi]
+                changed = merged_any = True
+                break
+            if changed:
+                break
+    if not merged_any:
+        return graph
+    used = set(graph.outputs)
+    for n in nodes:
+        used.update(n.inputs)
+    nodes = [n for n in nodes if n.prim is fusion_p or any(o in used for o in n.outputs)]
+    return graph.replace(nodes=nodes)
+
+
+def _group(c, members, extra_outs, c_outs, scalar_of, ew):
+    """A fusion node computing `members`, with outputs `c_outs` + `extra_outs`; elementwise
+    members read 0-d values in place of their broadcasts."""
+    from mirax.compiler.fusion import fusion_p
+    from mirax.ir.graph import Node
+    members = [Node(n.prim, [scalar_of.get(v, v) for v in n.inputs], n.params, n.outputs,
+                    n.source) if n.prim.name in ew and any(v in scalar_of for v in n.inputs)
+               else n for n in members]
+    made = {o for n in members for o in n.outputs}
+    ins = {}
+    for n in members:
+        for v in n.inputs:
+            if v not in made:
+                ins[v] = None
+    outputs = list(dict.fromkeys(list(c_outs) + list(extra_outs)))
+    name = c.params["name"] if c.prim is fusion_p else c.prim.name
+    name = name if name.startswith("merged_") else "merged_" + name
+    sub = Graph(name)
+    sub.inputs, sub.nodes, sub.outputs = list(ins), members, outputs
+    return Node(fusion_p, list(ins), {"graph": sub, "name": name}, outputs, c.source)
+
+
+# --- profiling ------------------------------------------------------------------------------------
+def _label(i, node) -> str:
+    from mirax.compiler.fusion import fusion_p
+    name = node.params["name"] if node.prim is fusion_p else node.prim.name
+    shapes = ",".join("x".join(map(str, v.aval.shape)) for v in node.inputs[:3])
+    return f"{i:03d} {name}[{shapes}]"
+
+
+def _timed(fn, label, timer):
+    def run(*args):
+        start = cp.cuda.Event()
+        start.record()
+        out = fn(*args)
+        end = cp.cuda.Event()
+        end.record()
+        timer.append((label, start, end))
+        return out
+    return run
+
+
+def profile(be, graph: Graph, bufs, reps: int = 5) -> list:
+    """[(label, mean ms)] of every node of `graph`'s CUDA plan, slowest first: the GPU time
+    between events recorded around each node's call (it includes any wait for the host)."""
+    from mirax.compiler import optimize
+    timer: list = []
+    run = lower(be, optimize(graph, be), timer)
+    run(*bufs)
+    cp.cuda.get_current_stream().synchronize()
+    timer.clear()
+    for _ in range(reps):
+        run(*bufs)
+    cp.cuda.get_current_stream().synchronize()
+    total: dict = {}
+    for label, s, e in timer:
+        total[label] = total.get(label, 0.0) + cp.cuda.get_elapsed_time(s, e) / reps
+    return sorted(total.items(), key=lambda kv: -kv[1])
 
 
 def fusion_callable(be, node, host_consts: dict):

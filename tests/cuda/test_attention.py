@@ -1,0 +1,242 @@
+"""The fused CUDA attention kernels (mirax/backends/cuda/attention.py) against the NumPy
+composite on the CPU: forward values and the gradients of q, k, v and bias, for every
+option (causal, sliding window, boolean mask, additive bias, scale, cross attention,
+head dims that need padding) in float32, float16 and bfloat16; fully masked rows; jit
+and eager; the fallback for what the kernels do not cover.
+
+Skipped cleanly without CuPy or without a GPU.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+cp = pytest.importorskip("cupy")
+try:
+    _ngpu = cp.cuda.runtime.getDeviceCount()
+except Exception:  # noqa: BLE001 - no driver
+    _ngpu = 0
+if _ngpu == 0:
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import mirax as mx  # noqa: E402
+from mirax import backends  # noqa: E402
+from mirax.backends.cuda import attention  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+BE = backends.get_device("cuda").backend
+NAMES = ("dot_product_attention", "dot_product_attention_bwd")
+TOL = {"float32": 2e-5, "float16": 2e-2, "bfloat16": 3e-2}
+
+
+def _rng(*key):
+    return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+
+def _attn_failures():
+    return {k: v for k, v in BE.failures.items() if k[0] in NAMES}
+
+
+def _case(name, B=2, T=37, S=None, H=3, D=16, Dv=None, mask=None, bias=None, causal=False,
+          window=None, scale=None):
+    return pytest.param(dict(B=B, T=T, S=S or T, H=H, D=D, Dv=Dv or D, mask=mask, bias=bias,
+                             causal=causal, window=window, scale=scale), id=name)
+
+
+CASES = [
+    _case("plain"),
+    _case("causal", causal=True),
+    _case("window", window=(5, 3)),
+    _case("causal_window", causal=True, window=4),
+    _case("mask_full", mask="full"),
+    _case("mask_bcast", mask="bcast"),
+    _case("bias_full", bias="full"),
+    _case("bias_bcast", bias="bcast"),
+    _case("all", mask="bcast", bias="full", causal=True, window=(6, 2), scale=0.3),
+    _case("cross", T=21, S=50),
+    _case("cross_causal_mask", T=40, S=29, causal=True, mask="full"),
+    _case("dv_differs", D=8, Dv=24),
+    _case("pad_dims", D=6, Dv=5, causal=True),
+    _case("tiles_d64", B=1, T=150, H=2, D=64, causal=True, bias="bcast"),
+    _case("d128", B=1, T=70, H=1, D=128, Dv=96),
+]
+
+
+def _inputs(c, dtype):
+    rng = _rng("attn", c["T"], c["S"], c["D"], c["Dv"], str(c["mask"]), str(c["bias"]))
+    B, T, S, H = c["B"], c["T"], c["S"], c["H"]
+    q = rng.standard_normal((B, T, H, c["D"])).astype(np.float32)
+    k = rng.standard_normal((B, S, H, c["D"])).astype(np.float32)
+    v = rng.standard_normal((B, S, H, c["Dv"])).astype(np.float32)
+    kw = {"is_causal": c["causal"], "sliding_window": c["window"], "scale": c["scale"]}
+    extra = {}
+    if c["mask"] is not None:
+        shape = (B, H, T, S) if c["mask"] == "full" else (B, 1, T, S)
+        m = rng.random(shape) > 0.3
+        m[0, 0, 1] = False  # a fully masked row: output 0, finite gradients
+        extra["mask"] = m
+    if c["bias"] is not None:
+        shape = (B, H, T, S) if c["bias"] == "full" else (1, H, 1, S)
+        extra["bias"] = rng.standard_normal(shape).astype(np.float32)
+    cast = (lambda a: mx.asarray(a).astype(dtype))
+    arrays = {"q": cast(q), "k": cast(k), "v": cast(v)}
+    if "bias" in extra:
+        arrays["bias"] = cast(extra["bias"])
+    if "mask" in extra:
+        kw["mask"] = extra["mask"]
+    return arrays, kw
+
+
+def _loss_fn(kw, w):
+    def loss(arrays):
+        kw2 = dict(kw)
+        if "mask" in kw2:
+            kw2["mask"] = mx.asarray(kw2["mask"])
+        o = mx.nn.dot_product_attention(arrays["q"], arrays["k"], arrays["v"],
+                                        bias=arrays.get("bias"), **kw2)
+        return (o.astype("float32") * w).sum()
+    return loss
+
+
+def _to(tree, device):
+    return mx.tree.map(lambda a: mx.device_put(a, device), tree)
+
+
+def _f32(a):
+    return np.asarray(mx.asarray(a).astype("float32"))
+
+
+def _check(got, want, dtype, what):
+    tol = TOL[dtype]
+    g, w = _f32(got), _f32(want)
+    assert g.shape == w.shape, what
+    assert np.all(np.isfinite(g)), f"{what}: non-finite values"
+    scale = max(1.0, float(np.max(np.abs(w))))
+    np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=what)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("c", CASES)
+def test_kernel_matches_composite(c, dtype):
+    arrays, kw = _inputs(c, dtype)
+    # the oracle: the NumPy composite on the CPU, in float32 on the same (rounded) values
+    ref = {k: a.astype("float32") for k, a in arrays.items()}
+    rng = _rng("w", c["T"], c["Dv"])
+    w = rng.standard_normal((c["B"], c["T"], c["H"], c["Dv"])).astype(np.float32)
+    loss = _loss_fn(kw, mx.asarray(w))
+    kw_np = dict(kw)
+    if "mask" in kw_np:
+        kw_np["mask"] = mx.asarray(kw_np["mask"])
+
+    def fwd(a):
+        return mx.nn.dot_product_attention(a["q"], a["k"], a["v"], bias=a.get("bias"), **kw_np)
+    want_o = fwd(ref)
+    want_g = mx.grad(loss)(ref)
+    dev = _to(arrays, "cuda")
+    before = BE.report[("dot_product_attention", "decomposed")]
+    got_o = fwd(dev)
+    assert got_o.device.platform == "cuda" and got_o.dtype == arrays["q"].dtype
+    _check(got_o, want_o, dtype, "forward")
+    wd = mx.device_put(w, "cuda")
+    got_g = mx.grad(_loss_fn(kw, wd))(dev)
+    for name in want_g:
+        assert got_g[name].dtype == arrays[name].dtype, name
+        _check(got_g[name], want_g[name], dtype, f"d{name}")
+    assert BE.report[("dot_product_attention", "decomposed")] == before, "fell back"
+    assert not _attn_failures(), _attn_failures()
+
+
+def test_fully_masked_rows_zero_and_finite():
+    rng = _rng("masked")
+    q, k, v = (rng.standard_normal((1, 8, 2, 16)).astype(np.float32) for _ in range(3))
+    mask = np.ones((1, 2, 8, 8), bool)
+    mask[:, :, 3] = False
+    mask[:, 1] = False  # a whole head
+    args = [mx.device_put(a, "cuda") for a in (q, k, v)]
+    m = mx.device_put(mask, "cuda")
+
+    def f(q, k, v):
+        return mx.nn.dot_product_attention(q, k, v, mask=m)
+    o = np.asarray(f(*args))
+    assert np.all(o[:, 3] == 0) and np.all(o[:, :, 1] == 0)
+    gs = mx.grad(lambda q, k, v: (f(q, k, v) ** 2).sum() + f(q, k, v).sum(),
+                 argnums=(0, 1, 2))(*args)
+    for g in gs:
+        assert np.all(np.isfinite(np.asarray(g)))
+    assert np.all(np.asarray(gs[0])[:, 3] == 0)
+    assert not _attn_failures(), _attn_failures()
+
+
+def test_jit_grad_uses_the_kernels():
+    rng = _rng("jit")
+    q, k, v = (mx.device_put(rng.standard_normal((2, 64, 4, 32)).astype(np.float32), "cuda")
+               for _ in range(3))
+
+    def loss(q, k, v):
+        return (mx.nn.dot_product_attention(q, k, v, is_causal=True) ** 2).sum()
+    f = mx.jit(mx.value_and_grad(loss, argnums=(0, 1, 2)))
+    before = dict(BE.report)
+    val, gs = f(q, k, v)
+    host = [mx.asarray(np.asarray(a)) for a in (q, k, v)]
+    want_val, want_gs = mx.value_and_grad(loss, argnums=(0, 1, 2))(*host)
+    np.testing.assert_allclose(float(val), float(want_val), rtol=1e-5)
+    for g, w in zip(gs, want_gs):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
+    for name in NAMES:
+        assert BE.report[(name, "native")] > before.get((name, "native"), 0), name
+        assert BE.report[(name, "decomposed")] == before.get((name, "decomposed"), 0), name
+    assert not _attn_failures(), _attn_failures()
+
+
+def test_unsupported_falls_back_and_is_counted():
+    rng = _rng("f64")
+    q, k, v = (rng.standard_normal((1, 9, 2, 8)) for _ in range(3))  # float64
+    dev = [mx.device_put(a, "cuda") for a in (q, k, v)]
+    n0 = attention.fallbacks["dtype f64"]
+    got = mx.nn.dot_product_attention(*dev, is_causal=True)
+    want = mx.nn.dot_product_attention(*[mx.asarray(a) for a in (q, k, v)], is_causal=True)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10, atol=1e-12)
+    assert attention.fallbacks["dtype f64"] == n0 + 1
+    assert BE.report[("dot_product_attention", "decomposed")] >= 1
+    # head dims over 128 likewise
+    big = [mx.device_put(rng.standard_normal((1, 5, 1, 160)).astype(np.float32), "cuda")
+           for _ in range(3)]
+    want = mx.nn.dot_product_attention(*[mx.asarray(np.asarray(a)) for a in big])
+    np.testing.assert_allclose(np.asarray(mx.nn.dot_product_attention(*big)),
+                               np.asarray(want), rtol=1e-5, atol=1e-5)
+    assert attention.fallbacks["head dims 160, 160"] >= 1
+
+
+def test_geometry():
+    assert attention.geometry(64, 64) == 2
+    assert attention.geometry(128, 128) == 4
+    assert attention.geometry(6, 5) == 1       # padded to 8, 8
+    assert attention.geometry(160, 160) is None
+    assert attention.geometry(100, 100) is None  # 25 float4s per row: no even split
+
+
+def test_merge_pass_fuses_the_adam_update():
+    """runtime.merge_elementwise: one kernel per parameter for an Adam step's update."""
+    from mirax.backends.cuda import runtime
+    from mirax.compiler import optimize
+    from mirax.compiler.fusion import fusion_p
+
+    def step(p, m, v, g, t):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        return p - 1e-3 * (m / (1 - 0.9 ** t)) / (mx.numpy.sqrt(v / (1 - 0.999 ** t)) + 1e-8), \
+            m, v
+    rng = _rng("adam")
+    args = [rng.standard_normal((64, 32)).astype(np.float32) for _ in range(4)]
+    args[2] = np.abs(args[2])
+    args.append(np.float32(3))
+    g = optimize(mx.make_graph(step)(*args), BE)
+    merged = runtime.merge_elementwise(g)
+    big = [n for n in merged.nodes if n.prim is fusion_p and len(n.outputs) == 3]
+    assert big, str(merged)
+    want = step(*[mx.asarray(a) for a in args])
+    got = mx.jit(step)(*[mx.device_put(a, "cuda") for a in args])
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
