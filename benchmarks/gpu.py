@@ -239,36 +239,47 @@ def main():
         run_case(results, "matmul_bf16", "TFLOP/s", 2.0 * n ** 3, impls)
 
     # --- MLP Adam step ----------------------------------------------------------------------------
-    if not only or "mlp" in only:
-        mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=args.quick,
-                 profile=args.profile)
+    old = {}
+    if args.update and os.path.exists(args.update):
+        with open(args.update) as f:
+            old = json.load(f)
 
-    # --- transformer block -------------------------------------------------------------------
+    def save():
+        """Write what there is so far (a run cut short keeps its finished cases)."""
+        from mirax.backends.cuda import attention
+        for key, row in old.items():
+            if key not in results and isinstance(row, dict) and "unit" in row:
+                results[key] = row
+        results["attention_fallbacks"] = dict(attention.fallbacks)
+        results["checks_max_abs_diff_vs_torch"] = {
+            **old.get("checks_max_abs_diff_vs_torch", {}), **checks}
+        results["ratios"] = ratios(results)
+        results["cuda_failures"] = {str(k): v for k, v in be.failures.items()}
+        results["fusion"] = {how: n for (p, how), n in be.report.items() if p == "fusion"}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=1, default=str)
+
+    # --- attention alone and the transformer block ------------------------------------------
+    if not only or "attention" in only:
+        for dtype in ("float32", "bfloat16"):
+            attention_case(results, checks, peers, mx, csync, rng, dtype, quick=args.quick)
+            save()
     if not only or "transformer" in only:
         for dtype in ("float32", "bfloat16"):
             transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype,
                              quick=args.quick)
+            save()
 
-    if args.update and os.path.exists(args.update):
-        with open(args.update) as f:
-            old = json.load(f)
-        for key, row in old.items():
-            if key not in results and isinstance(row, dict) and "unit" in row:
-                results[key] = row
-        checks = {**old.get("checks_max_abs_diff_vs_torch", {}), **checks}
-    from mirax.backends.cuda import attention
-    results["attention_fallbacks"] = dict(attention.fallbacks)
-    results["checks_max_abs_diff_vs_torch"] = checks
-    results["ratios"] = ratios(results)
-    results["cuda_failures"] = {str(k): v for k, v in be.failures.items()}
-    results["fusion"] = {how: n for (p, how), n in be.report.items() if p == "fusion"}
+    if not only or "mlp" in only:
+        mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=args.quick,
+                 profile=args.profile)
+    save()
     print("\nratios (peer time / mirax jit time; > 1 means mirax is faster):")
     print("\n".join(results["ratios"]))
-    print("checks (max |mirax - torch|):", checks)
+    print("checks (max |mirax - torch|):", results["checks_max_abs_diff_vs_torch"])
     print("cuda native impls that fell back to the host:", results["cuda_failures"])
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1, default=str)
+    print("attention fallbacks:", results["attention_fallbacks"])
 
 
 def mirax_plan(mx, f, *args):
@@ -452,8 +463,57 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
         checks["mlp_loss_after_bench"] = float(np.asarray(state["loss"]))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+
+# --- attention alone ------------------------------------------------------------------------------
+def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
+    """Causal attention forward + backward, q, k, v [8, 1024, 16, 64]: mirax's kernels
+    (jit of value_and_grad) against torch's F.scaled_dot_product_attention (flash / memory-
+    efficient kernels) and JAX's jax.nn.dot_product_attention."""
+    torch, jax = peers.torch, peers.jax
+    B, T, H, Dh = (2, 256, 4, 64) if quick else (8, 1024, 16, 64)
+    qkv = [rng.standard_normal((B, T, H, Dh), dtype=np.float32) for _ in range(3)]
+    w_h = rng.standard_normal((B, T, H, Dh), dtype=np.float32)
+    mq = [mx.device_put(a, "cuda").astype(dtype) for a in qkv]
+    mw = mx.device_put(w_h, "cuda")
+
+    def mloss(q, k, v):
+        o = mx.nn.dot_product_attention(q, k, v, is_causal=True)
+        return (o.astype("float32") * mw).sum()
+    mf = mx.jit(mx.value_and_grad(mloss, argnums=(0, 1, 2)))
+    impls = {"mirax jit": lambda: ((lambda: mf(*mq)), csync)}
+    if torch:
+        tq = [torch.from_numpy(a).cuda().to(getattr(torch, dtype)).transpose(1, 2)
+              .requires_grad_(True) for a in qkv]
+        tw = torch.from_numpy(w_h).cuda().transpose(1, 2)
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+
+        def tstep():
+            o = sdpa(*tq, is_causal=True)
+            val = (o.float() * tw).sum()
+            return torch.autograd.grad(val, tq)
+        impls["torch eager"] = lambda: (tstep, peers.tsync)
+        try:
+            tg = tstep()
+            _, mg = mf(*mq)
+            checks[f"attention_{dtype}_grad_rel"] = max(
+                float(np.max(np.abs(np.asarray(m.astype("float32"))
+                                    - t.transpose(1, 2).float().cpu().numpy())))
+                / float(t.float().abs().max()) for m, t in zip(mg, tg))
+        except Exception as e:  # noqa: BLE001
+            checks[f"attention_{dtype}"] = repr(e)[:300]
+    if jax:
+        jnp = jax.numpy
+        jq = [jnp.asarray(a, getattr(jnp, dtype)) for a in qkv]
+        jw = jnp.asarray(w_h)
+
+        def jloss(q, k, v):
+            o = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+            return (o.astype(jnp.float32) * jw).sum()
+        jf = jax.jit(jax.value_and_grad(jloss, argnums=(0, 1, 2)))
+        impls["jax jit"] = lambda: peers.jax_case(lambda *a: jf(*a)[0], *jq)
+    flops = 3.5 * 2.0 * B * H * T * T * Dh  # causal: forward 2BHT^2D, backward 2.5x
+    run_case(results, f"attention_{dtype}", "TFLOP/s", flops, impls, warmup=2, reps=5,
+             inner=5)
 
 
 # --- transformer block ----------------------------------------------------------------------------
@@ -539,12 +599,14 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
         try:
             tval, tg = tstep(tloss)()
             mval, mg = mf(mp, mxx)
-            checks[f"transformer_{dtype}_loss"] = abs(float(mval) - float(tval))
-            rel = max(float(np.max(np.abs(np.asarray(mg[k].astype("float32"))
-                                          - tg[i].float().cpu().numpy())))
-                      / max(float(tg[i].float().abs().max()), 1e-30)
-                      for i, k in enumerate(keys))
-            checks[f"transformer_{dtype}_grad_rel"] = rel
+            checks[f"transformer_{dtype}_loss"] = abs(float(mval) - float(tval.detach()))
+            # max |difference| over all gradients / max |torch gradient| (bk's gradient is
+            # zero in exact arithmetic: a per-parameter ratio would compare noise)
+            diff = max(float(np.max(np.abs(np.asarray(mg[k].astype("float32"))
+                                           - tg[i].float().cpu().numpy())))
+                       for i, k in enumerate(keys))
+            checks[f"transformer_{dtype}_grad_rel"] = diff / max(
+                float(g.float().abs().max()) for g in tg)
         except Exception as e:  # noqa: BLE001
             checks[f"transformer_{dtype}"] = repr(e)[:300]
     if jax:
@@ -589,3 +651,7 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
     flops = 3 * (2.0 * n * (4 * D * D + 2 * D * FF) + 2.0 * B * H * T * T * (D // H))
     run_case(results, f"transformer_{dtype}", "TFLOP/s", flops, impls,
              warmup=2, reps=5, inner=3)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

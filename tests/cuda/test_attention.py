@@ -240,3 +240,29 @@ def test_merge_pass_fuses_the_adam_update():
     got = mx.jit(step)(*[mx.device_put(a, "cuda") for a in args])
     for a, b in zip(got, want):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_leading_axis_sums_as_gemv(dtype):
+    """Bias gradients: reduce_sum over leading axes of a large array runs as a GEMV
+    (library.column_sum), eagerly and as the tail of a fused chain under jit."""
+    rng = _rng("gemv", dtype)
+    x = rng.standard_normal((4, 200, 96)).astype(np.float32)
+    g = rng.standard_normal((4, 200, 96)).astype(np.float32)
+    hx, hg = mx.asarray(x).astype(dtype), mx.asarray(g).astype(dtype)
+    dx, dg = mx.device_put(hx, "cuda"), mx.device_put(hg, "cuda")
+    tol = 1e-4 if dtype == "float32" else 3e-2
+    want = np.asarray(hx.astype("float32")).sum(axis=(0, 1))
+    got = dx.sum(axis=(0, 1))
+    assert got.dtype == hx.dtype
+    np.testing.assert_allclose(_f32(got), want, rtol=tol, atol=tol * 20)
+
+    def relu_bwd(x, g):  # the select result and its column sums: the MLP's bias gradient
+        y = mx.numpy.where(x > 0, g, 0 * g)
+        return y, y.sum(axis=(0, 1))
+    y, s = mx.jit(relu_bwd)(dx, dg)
+    wy = np.where(x > 0, np.asarray(hg.astype("float32")), 0)
+    np.testing.assert_allclose(_f32(y), wy, rtol=tol, atol=tol)
+    np.testing.assert_allclose(_f32(s), wy.sum(axis=(0, 1)), rtol=tol, atol=tol * 20)
+    s_only = mx.jit(lambda x, g: relu_bwd(x, g)[1])(dx, dg)
+    np.testing.assert_allclose(_f32(s_only), wy.sum(axis=(0, 1)), rtol=tol, atol=tol * 20)

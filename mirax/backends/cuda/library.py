@@ -69,7 +69,29 @@ def convert(x, *, new_dtype, weak_type=False):
 
 
 # --- reductions -------------------------------------------------------------------------
+GEMV_MIN = 1 << 16  # reduce_sum over leading axes of at least this many values: a GEMV
+
+
+def leading(axes, ndim) -> bool:
+    """Are `axes` the first len(axes) axes (and not all of them)?"""
+    axes = sorted(a % ndim for a in axes) if ndim else []
+    return 0 < len(axes) < ndim and axes == list(range(len(axes)))
+
+
+def column_sum(x, k):
+    """Sum over the first k axes of a contiguous x as ones[1, n] @ x[n, m] (cuBLAS): a GEMV
+    reads x once, coalesced; CuPy's axis-0 reduction measured 8x slower on [8192, 2048]."""
+    n = int(np.prod(x.shape[:k]))
+    m = x.size // n if n else 0
+    x2 = x.reshape(n, m)
+    ones = cp.ones((1, n), x.dtype)
+    return _matmul2d(ones, x2).reshape(x.shape[k:])
+
+
 def reduce_sum(x, *, axes):
+    if x.size >= GEMV_MIN and x.flags.c_contiguous and leading(axes, x.ndim) and \
+            x.dtype in (*LOW, np.dtype(np.float32), np.dtype(np.float64)):
+        return column_sum(x, len(axes))
     if x.dtype in LOW:  # accumulate half precision in float32
         return cp.sum(x, axis=axes, dtype=cp.float32).astype(x.dtype)
     return cp.sum(x, axis=axes, dtype=x.dtype)

@@ -22,7 +22,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.backends.cuda import codegen
-from mirax.backends.cuda.library import to_device
+from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
 from mirax.core.avals import ShapedArray
 from mirax.ir.graph import Graph
 
@@ -293,7 +293,12 @@ def fusion_callable(be, node, host_consts: dict):
     try:
         if sub.nodes[-1].prim.name in codegen.REDUCE:
             red = sub.nodes[-1]
-            if list(sub.outputs) == [red.outputs[0]]:
+            src = red.inputs[0].aval
+            # a large sum over leading axes (bias gradients): chain kernel, then a GEMV
+            gemv = red.prim.name == "reduce_sum" and src.size >= GEMV_MIN and \
+                leading(red.params["axes"], src.ndim) and \
+                np.dtype(src.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
+            if list(sub.outputs) == [red.outputs[0]] and not gemv:
                 run = codegen.reduction_kernel(sub, inline, kname)
             else:  # other chain values are needed too: one elementwise kernel, then reduce
                 pre = Graph(kname)
