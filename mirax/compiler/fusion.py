@@ -1,18 +1,25 @@
 """fuse: chains of elementwise ops, and reductions with their elementwise producers, into
 `fusion` nodes that carry the chain as a sub-graph.
 
-A backend claims fusion (`backend.fuses`): the CUDA backend turns each fusion node into one
-generated kernel. The CPU backend does not fuse: a fusion node there could only run its
-sub-graph's impls one by one (NumPy has no fused loops), which measured no faster than the
-unfused plan and blocks buffer reuse across the boundary (benchmarks/overhead.py notes).
+A backend claims fusion (`backend.fuses`) and may say which groups it wants
+(`backend.fuse_group(members)`): the CUDA backend turns each fusion node into one
+generated kernel. The CPU backend takes only groups big enough for cache-blocked
+execution to win (backends/cpu/blocked.py); run op by op, a fusion node measured no
+faster than the unfused plan and blocks buffer reuse across the boundary.
 
 Grouping, in one walk over the nodes: an elementwise node joins the open group of one of
-its inputs when it has that group's shape and each of its other inputs is either made in
-the group or defined before the group's first node (so the fusion node can sit at the
-group's first position without a cycle); otherwise it starts a group. A reduction joins
-its input's group and closes it. Groups of one node stay as they are.
+its inputs (or, when the backend wants sibling groups, one of the newest groups) when it
+has that group's shape and none of its other inputs depends on the group (else the
+fusion node would be its own ancestor; dependencies are bitsets of groups, expanded
+through each group's ancestors when asked); otherwise it starts a group. A reduction
+joins its input's group and closes it. Groups of one node stay as they are. The nodes are
+then put back in topological order, each fusion node where all its inputs exist,
+everything else in its original order where it can be.
 """
 from __future__ import annotations
+
+import heapq
+from typing import Callable
 
 from mirax.core.primitive import Primitive
 from mirax.ir.graph import Graph, Node, Var
@@ -59,62 +66,133 @@ def _elementwise_names() -> set[str]:
 
 # --- the pass ------------------------------------------------------------------------------
 class _Group:
-    def __init__(self, start: int, shape):
-        self.start, self.shape = start, shape
+    def __init__(self, gid: int, shape):
+        self.gid, self.shape = gid, shape
         self.members: list[int] = []
         self.closed = False
+        self.anc = 0   # bitset of the groups that the members' outside inputs depend on
 
 
-def fuse(graph: Graph) -> Graph:
+def fuse(graph: Graph, accept: Callable | None = None, siblings: bool = False) -> Graph:
+    """`accept(members)` (a backend's claim; default: every group) says whether a group of
+    nodes becomes a fusion node; a refused group that ends in a reduction is offered again
+    without it. With `siblings`, an elementwise node that cannot join a group of its inputs
+    may join one of the newest open groups of its shape (one loop over shared inputs: W4's
+    sin x, cos x, x*x...); else it starts a group."""
     ew = _elementwise_names()
-    defined_at: dict[Var, int] = {}
+    dep: dict[Var, int] = {}   # var -> bitset of groups it depends on (expand with _reaches)
     group_of: dict[Var, _Group] = {}
     groups: list[_Group] = []
     for i, node in enumerate(graph.nodes):
         name = node.prim.name
+        g = None
         if len(node.outputs) == 1 and (name in ew or name in REDUCTIONS):
-            g = _join(node, group_of, defined_at, reduction=name in REDUCTIONS)
+            g = _join(node, group_of, dep, groups, name in REDUCTIONS, siblings)
             if g is None and name in ew:
-                g = _Group(i, node.outputs[0].aval.shape)
+                g = _Group(len(groups), node.outputs[0].aval.shape)
                 groups.append(g)
-            if g is not None:
-                g.members.append(i)
-                g.closed = g.closed or name in REDUCTIONS
-                group_of[node.outputs[0]] = g
+        below = 0
+        for v in node.inputs:
+            if g is None or group_of.get(v) is not g:
+                below |= dep.get(v, 0)
+        if g is not None:
+            g.members.append(i)
+            g.closed = g.closed or name in REDUCTIONS
+            g.anc |= below
+            group_of[node.outputs[0]] = g
+            below = 1 << g.gid
         for o in node.outputs:
-            defined_at[o] = i
-    return _rebuild(graph, [g for g in groups if len(g.members) > 1])
+            dep[o] = below
+    nodes = graph.nodes
+    kept = []
+    for g in groups:
+        if accept is not None and len(g.members) > 1 and \
+                not accept([nodes[i] for i in g.members]):
+            if nodes[g.members[-1]].prim.name in REDUCTIONS:
+                g.members.pop()
+            if len(g.members) > 1 and not accept([nodes[i] for i in g.members]):
+                continue
+        if len(g.members) > 1:
+            kept.append(g)
+    return _rebuild(graph, kept)
 
 
-def _join(node, group_of, defined_at, reduction: bool):
+def _reaches(bits: int, target: int, groups) -> bool:
+    """Whether a value depending on the groups in `bits` depends on group `target`
+    (through any path: group ancestors are expanded)."""
+    seen = 0
+    while bits:
+        if bits >> target & 1:
+            return True
+        seen |= bits
+        nxt = 0
+        while bits:
+            low = bits & -bits
+            nxt |= groups[low.bit_length() - 1].anc
+            bits ^= low
+        bits = nxt & ~seen
+    return False
+
+
+def _join(node, group_of, dep, groups, reduction: bool, siblings: bool):
+    """An open group that `node` may join, one of its inputs' groups first, else one of
+    the newest groups: same shape, and no input made outside the group depends on it (the
+    fusion node would then be its own ancestor)."""
     shape = node.inputs[0].aval.shape if reduction else node.outputs[0].aval.shape
-    for v in node.inputs:
-        g = group_of.get(v)
+    candidates = [group_of.get(v) for v in node.inputs]
+    if siblings and not reduction:
+        candidates += [g for g in reversed(groups[-8:]) if g.shape == shape]
+    for g in dict.fromkeys(candidates):
         if g is None or g.closed or g.shape != shape:
             continue
-        if all(group_of.get(u) is g or defined_at.get(u, -1) < g.start for u in node.inputs):
+        if not any(group_of.get(u) is not g and _reaches(dep.get(u, 0), g.gid, groups)
+                   for u in node.inputs):
             return g
     return None
 
 
 def _rebuild(graph: Graph, groups: list[_Group]) -> Graph:
+    """Each group becomes one fusion node; nodes are put back in topological order, in
+    their original order where they can be (a group goes where all its inputs exist)."""
     if not groups:
         return graph.replace()
     nodes = graph.nodes
-    member = {i: g for g in groups for i in g.members}
+    unit = list(range(len(nodes)))    # node index -> unit key (its group's first member)
+    for g in groups:
+        for i in g.members:
+            unit[i] = g.members[0]
+    made_by: dict[Var, int] = {}
+    for i, node in enumerate(nodes):
+        for o in node.outputs:
+            made_by[o] = unit[i]
     used_outside: set[Var] = set(graph.outputs)
+    needs: dict[int, set] = {}
     for i, node in enumerate(nodes):
-        g = member.get(i)
         for v in node.inputs:
-            if g is None or not any(v in nodes[j].outputs for j in g.members):
+            p = made_by.get(v)
+            if p != unit[i]:
                 used_outside.add(v)
+                if p is not None:
+                    needs.setdefault(unit[i], set()).add(p)
+    users: dict[int, list] = {}
+    waiting = {}
+    for u, ps in needs.items():
+        waiting[u] = len(ps)
+        for p in ps:
+            users.setdefault(p, []).append(u)
+    by_key = {g.members[0]: g for g in groups}
+    ready = [u for u in dict.fromkeys(unit) if not waiting.get(u)]
+    heapq.heapify(ready)
     out_nodes = []
-    for i, node in enumerate(nodes):
-        g = member.get(i)
-        if g is None:
-            out_nodes.append(node)
-        elif i == g.start:
-            out_nodes.append(_fusion_node(graph, [nodes[j] for j in g.members], used_outside))
+    while ready:
+        u = heapq.heappop(ready)
+        g = by_key.get(u)
+        out_nodes.append(nodes[u] if g is None else
+                         _fusion_node(graph, [nodes[j] for j in g.members], used_outside))
+        for w in users.get(u, ()):
+            waiting[w] -= 1
+            if not waiting[w]:
+                heapq.heappush(ready, w)
     return graph.replace(nodes=out_nodes)
 
 

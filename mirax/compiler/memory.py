@@ -84,10 +84,13 @@ def format_plan(graph: Graph) -> str:
     text = listing(graph).splitlines()
     if plan is None:
         return "\n".join(text)
-    # listing rows: header, consts, then one row per node (sub-graphs add rows: none here)
+    # listing rows: header, consts, then one row per node at indent 2 (a node's sub-graph
+    # rows, deeper, follow it)
     first = 1 + len(graph.consts)
+    rows = [r for r in range(first, len(text))
+            if text[r].startswith("  ") and not text[r].startswith("   ")]
     for i, k in sorted(plan.reuse.items()):
-        row = text[first + i]
+        row = text[rows[i]]
         var = row.split("=", 1)[1].split()[1:][k].rstrip(",")
-        text[first + i] = row.split("      #")[0].rstrip() + f"  <- writes into {var}"
+        text[rows[i]] = row.split("      #")[0].rstrip() + f"  <- writes into {var}"
     return "\n".join(text)

@@ -40,8 +40,9 @@ def debug_level() -> int:
 
 
 def optimize(graph: Graph, backend=None) -> Graph:
-    """Run the passes. `backend` (a Backend) decides fusion (`backend.fuses`) and in-place
-    writes (`backend.writes_into(node)`); without one, no fusion and no buffer reuse."""
+    """Run the passes. `backend` (a Backend) decides fusion (`backend.fuses`, and which
+    groups: `backend.fuse_group(members)`) and in-place writes (`backend.writes_into(node)`);
+    without one, no fusion and no buffer reuse."""
     level = debug_level()
     if level >= 1:
         _register_report()
@@ -52,6 +53,9 @@ def optimize(graph: Graph, backend=None) -> Graph:
         t0 = time.perf_counter()
         if name == "plan_memory":
             graph = plan_memory(graph, donated, getattr(backend, "writes_into", never))
+        elif name == "fuse":
+            graph = fuse(graph, getattr(backend, "fuse_group", None),
+                         getattr(backend, "fuse_siblings", False))
         else:
             graph = fn(graph)
         dt = time.perf_counter() - t0

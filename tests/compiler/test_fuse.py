@@ -67,10 +67,51 @@ def test_no_cycle_through_an_unfused_node():
     np.testing.assert_allclose(run_graph(fused, x, w)[0], run_graph(g, x, w)[0], rtol=1e-6)
 
 
-def test_cpu_backend_does_not_fuse():
-    g = mx.make_graph(_mlp_bits)(f32(4, 3), f32(3, 5))
-    assert cpu_backend.fuses is False
+def test_cpu_backend_fuses_only_big_groups():
+    g = mx.make_graph(_mlp_bits)(f32(4, 3), f32(3, 5))   # 20 elements: nothing to gain
+    assert cpu_backend.fuses is True
     assert all(n.prim.name != "fusion" for n in optimize(g, cpu_backend).nodes)
+    big = mx.make_graph(_mlp_bits)(f32(256, 3), f32(3, 512))
+    assert [n.prim.name for n in optimize(big, cpu_backend).nodes].count("fusion") >= 1
+
+
+def test_accept_refuses_a_group_and_retries_without_its_reduction():
+    g = mx.make_graph(lambda x: (mnp.exp(mnp.sin(x)) * x).sum())(f32(6))
+    seen = []
+
+    def accept(members):
+        seen.append([n.prim.name for n in members])
+        return members[-1].prim.name != "reduce_sum"
+    fused = fuse(g, accept)
+    assert seen == [["sin", "exp", "mul", "reduce_sum"], ["sin", "exp", "mul"]]
+    assert [n.prim.name for n in fused.nodes] == ["fusion", "reduce_sum"]
+    assert not fuse(g, lambda members: False).nodes[0].prim.name == "fusion"
+
+
+def test_group_joins_past_an_unrelated_node_and_is_reordered():
+    def f(x, w):
+        a = mnp.sin(x)
+        b = x @ w              # independent of the group: a's group may take c
+        c = mnp.cos(a) * b
+        return c * a
+    x, w = f32(3, 3) / 10, f32(3, 3) / 10
+    g = mx.make_graph(f)(x, w)
+    fused = fuse(g)
+    fused.typecheck()
+    assert [n.prim.name for n in fused.nodes] == ["dot_general", "fusion"]
+    np.testing.assert_allclose(run_graph(fused, x, w)[0], run_graph(g, x, w)[0], rtol=1e-6)
+
+
+def test_siblings_share_a_group():
+    def f(x):
+        return mnp.sin(x) * 2.0, mnp.cos(x) + x
+    x = f32(5)
+    g = mx.make_graph(f)(x)
+    assert [n.prim.name for n in fuse(g).nodes].count("fusion") == 2
+    fused = fuse(g, siblings=True)
+    assert [n.prim.name for n in fused.nodes] == ["fusion"]
+    for a, b in zip(run_graph(fused, x), run_graph(g, x)):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
 def test_fusion_node_under_transforms():

@@ -8,7 +8,8 @@ from mirax.backends.base import Backend, Device
 
 class CpuBackend(Backend):
     platform = "cpu"
-    fuses = False  # fusion nodes would only run their parts one by one (compiler/fusion.py)
+    fuses = True  # only groups that run faster cache-blocked (blocked.py, fuse_group)
+    fuse_siblings = True  # independent chains over one shape share a blocked loop
 
     def __init__(self):
         super().__init__()
@@ -31,6 +32,10 @@ class CpuBackend(Backend):
             raise NotImplementedError(f"{prim.name}: no CPU implementation")
         from mirax.backends.cpu.kernels import impl_of
         return impl_of(prim)
+
+    def fuse_group(self, members) -> bool:
+        from mirax.backends.cpu.blocked import accepts
+        return accepts(members)
 
     def writes_into(self, node) -> bool:
         from mirax.backends.cpu.lower import writes_into

@@ -73,7 +73,12 @@ def _dot_general(node):
     return run
 
 
-_SPECIALIZE = {"dot_general": _dot_general}
+def _fusion(node):
+    from mirax.backends.cpu.blocked import compile_fusion
+    return compile_fusion(node)
+
+
+_SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion}
 
 
 def mul_sum(mul_node, sum_node) -> Callable | None:

@@ -1,0 +1,271 @@
+"""Cache-blocked execution of fusion nodes on the CPU.
+
+NumPy has no fused loops, but a chain of ufuncs run over chunks of a few thousand
+elements, each chunk's temporaries in small preallocated buffers, keeps the whole chain in
+L1/L2: every op reads and writes cache instead of memory, and the only big allocations
+are the group's outputs (fresh big arrays cost page faults on every call). This is what
+XLA's loop fusion gets on the CPU. Per chunk each op still costs one ufunc call, so the
+backend claims a group (`accepts`) only where blocking wins: enough ops on enough
+elements.
+
+Layout: the group's elementwise values share one shape S. In flat mode (every outside
+input has shape S or a single element; reductions reduce everything) arrays are viewed
+1-d and chunked by elements; otherwise (row mode) they are chunked along axis 0, `rows`
+rows per chunk, and an outside input with S's leading dimension is sliced while any other
+(a bias row, a scalar) broadcasts whole, exactly as in the unchunked op.
+Reductions accumulate chunk partials (same ufunc, e.g. sums of chunk sums: equal to the
+unfused sum up to rounding); a reduction keeping axis 0 writes its rows directly.
+Elementwise values are bitwise those of the unfused plan.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import sys
+
+import numpy as np
+
+BLOCK = 1 << 14      # elements per chunk (f32: 64 KiB per temporary; measured best)
+MIN_SIZE = 1 << 15   # claim only groups with at least this many elements ...
+MIN_OPS = 3          # ... and this many elementwise ops
+MAX_ROW = 4 * BLOCK  # row mode: rows longer than this would make chunks too big
+
+_REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum,
+           "reduce_prod": np.multiply}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
+
+
+def _shape(members) -> tuple:
+    return tuple(members[0].outputs[0].aval.shape)
+
+
+def _externals(members) -> list:
+    made = {o for n in members for o in n.outputs}
+    ins: dict = {}
+    for n in members:
+        for v in n.inputs:
+            if v not in made:
+                ins[v] = None
+    return list(ins)
+
+
+class Layout:
+    """How a group's arrays are chunked. Values of shape S are viewed as (L, R), L the
+    product of S[:k], R of S[k:], and chunked by `rows` rows; k == ndim is the flat
+    case (1-d chunks of `rows` elements). Each outside input is `full` (sliced), `lead`
+    (broadcast over the leading axes: passed whole, shape (R,)), `trail` (broadcast over
+    the trailing axes: sliced, shape (L, 1)) or `one` (a single value); a reduction
+    reduces `all` axes, the `lead` ones (accumulated) or the `trail` ones (rows written)."""
+
+    def __init__(self, shape, k, ins: dict, reds: dict):
+        self.shape, self.k = shape, k
+        self.L, self.R = math.prod(shape[:k]), math.prod(shape[k:])
+        self.flat = k == len(shape)
+        self.rows = BLOCK if self.flat else max(1, BLOCK // self.R)
+        self.ins, self.reds = ins, reds
+        self.n = self.L
+
+
+def _axes_kind(axes, nd, k):
+    axes = tuple(sorted(axes))
+    if axes == tuple(range(nd)):
+        return "all"
+    if axes == tuple(range(k)):
+        return "lead"
+    if axes == tuple(range(k, nd)):
+        return "trail"
+    return None
+
+
+def _in_kind(a, shape, k):
+    if a.size == 1:
+        return "one"
+    nd = len(shape)
+    if len(a.shape) > nd:
+        return None
+    al = (1,) * (nd - len(a.shape)) + tuple(a.shape)
+    lead, trail = al[:k], al[k:]
+    lead_full, trail_full = lead == shape[:k], trail == shape[k:]
+    lead_one, trail_one = all(d == 1 for d in lead), all(d == 1 for d in trail)
+    if lead_full and trail_full:
+        return "full"
+    if lead_one and trail_full:
+        return "lead"
+    if lead_full and trail_one:
+        return "trail"
+    return None
+
+
+def _layout(members, ins) -> Layout | None:
+    """The flat layout when it fits, else the (L, R) split with the shortest rows that
+    every input and reduction fits; None when none does."""
+    shape = _shape(members)
+    nd = len(shape)
+    reds = [n for n in members if n.prim.name in _REDUCE]
+    for k in range(nd, 0, -1):
+        kinds = {v: _in_kind(v.aval, shape, k) for v in ins}
+        rk = {n.outputs[0]: _axes_kind(n.params["axes"], nd, k) for n in reds}
+        if k == nd and any(x not in ("full", "one") for x in kinds.values()):
+            continue
+        if None in kinds.values() or None in rk.values():
+            continue
+        if k == nd and any(x != "all" for x in rk.values()):
+            continue
+        lay = Layout(shape, k, kinds, rk)
+        if lay.R <= MAX_ROW and (lay.flat or lay.L > 1):
+            return lay
+    return None
+
+
+def accepts(members) -> bool:
+    """Whether the CPU runs this fusion group blocked (else it stays unfused): enough
+    elements and ops, and values passed between members (else nothing stays in cache)."""
+    shape = _shape(members)
+    if math.prod(shape) < MIN_SIZE:
+        return False
+    if sum(n.prim.name not in _REDUCE for n in members) < MIN_OPS:
+        return False
+    made = {n.outputs[0] for n in members}
+    if sum(v in made for n in members for v in n.inputs) < MIN_OPS - 1:
+        return False
+    for n in members:
+        if n.prim.name in _REDUCE and (np.dtype(n.inputs[0].aval.dtype) not in _FLOATS
+                                       or tuple(n.inputs[0].aval.shape) != shape):
+            return False
+    return _layout(members, _externals(members)) is not None
+
+
+def _einsum_muls(members, outs, lay) -> dict:
+    """reduce_sum member index -> its mul member, where the product is read by nothing
+    else and both factors are whole chunks: the pair runs as one einsum per chunk."""
+    uses: dict = {}
+    for n in members:
+        for v in n.inputs:
+            uses[v] = uses.get(v, 0) + 1
+    made = {n.outputs[0]: n for n in members}
+    pairs = {}
+    for j, n in enumerate(members):
+        m = made.get(n.inputs[0]) if n.prim.name == "reduce_sum" else None
+        if m is None or m.prim.name != "mul" or uses[m.outputs[0]] != 1 or \
+                m.outputs[0] in outs or np.dtype(m.outputs[0].aval.dtype) not in _FLOATS:
+            continue
+        if all(v in made or lay.ins.get(v) == "full" for v in m.inputs):
+            pairs[j] = m
+    return pairs
+
+
+def compile_fusion(node):
+    """The kernel of one fusion node: a generated function of the node's inputs."""
+    from mirax.backends.cpu.kernels import impl_of
+    from mirax.backends.cpu.lower import ufunc_of
+    sub = node.params["graph"]
+    members, ins, outs = sub.nodes, list(sub.inputs), list(sub.outputs)
+    lay = _layout(members, ins)
+    shape, step, n = lay.shape, lay.rows, lay.n
+    chunk = (step,) if lay.flat else (step, lay.R)
+    full_view = "(-1)" if lay.flat else f"({lay.L}, {lay.R})"
+    env: dict = {"_np": np}
+    head, loop = [], []
+    names: dict = {v: f"i{j}" for j, v in enumerate(ins)}
+    chunk_of: dict = {}
+    for v in ins:   # how each outside input enters a chunk: sliced, or whole
+        x, kind = names[v], lay.ins[v]
+        chunk_of[v] = x
+        if kind == "one":
+            head.append(f"{x} = {x}.reshape(())")
+        elif kind == "lead":
+            head.append(f"{x} = {x}.reshape({lay.R})")
+        else:
+            head.append(f"{x} = {x}.reshape({full_view if kind == 'full' else (lay.L, 1)})")
+            chunk_of[v] = f"x{x[1:]}"
+            loop.append(f"{chunk_of[v]} = {x}[s:e]")
+    last: dict = {}
+    for k, m in enumerate(members):
+        for v in m.inputs:
+            last[v] = k
+    out_set = set(outs)
+    pairs = _einsum_muls(members, out_set, lay)
+    skipped = {id(m) for m in pairs.values()}
+    free: dict = {}     # dtype -> free temporaries
+    temps: list[str] = []
+    results = {}
+
+    def temp(dtype):
+        lst = free.setdefault(np.dtype(dtype), [])
+        if lst:
+            return lst.pop()
+        t = f"t{len(temps)}"
+        temps.append(t)
+        head.append(f"{t} = _np.empty({chunk}, _np.{np.dtype(dtype).name})")
+        return t
+
+    for k, m in enumerate(members):
+        if id(m) in skipped:
+            continue
+        ins_k = pairs[k].inputs if k in pairs else m.inputs
+        args = [chunk_of[v] for v in ins_k]
+        for v in dict.fromkeys(ins_k):  # temporaries dying here may take this result
+            if last.get(v) == k and names.get(v, "").startswith("t"):
+                free.setdefault(np.dtype(v.aval.dtype), []).append(names[v])
+        name, o = m.prim.name, m.outputs[0]
+        if name in _REDUCE:
+            r = f"r{len(results)}"
+            kind = lay.reds[o]
+            size = {"all": (), "lead": (lay.R,), "trail": (lay.L,)}[kind]
+            head.append(f"{r} = _np.empty({size}, _np.{np.dtype(o.aval.dtype).name})")
+            results[o] = f"{r}.reshape({tuple(o.aval.shape)})"
+            u = _REDUCE[name]
+            env[f"_{u.__name__}"] = u
+            if k in pairs:
+                ij = "i" if lay.flat else "ij"
+                sub_out = {"all": "", "lead": "j", "trail": "i"}[kind]
+                call = f"_np.einsum('{ij},{ij}->{sub_out}', {', '.join(args)}"
+            else:
+                ax = {"all": None, "lead": 0, "trail": 1}[kind]
+                call = f"_{u.__name__}.reduce({args[0]}, axis={ax}"
+            if kind == "trail":
+                loop.append(f"{call}, out={r}[s:e])")
+            else:
+                loop.append(f"p = {call})")
+                loop.append(f"if s:\n    _{u.__name__}({r}, p, out={r})\n"
+                            f"else:\n    {r}[...] = p")
+            continue
+        if o in out_set:
+            oname = f"o{len(results)}"
+            head.append(f"{oname} = _np.empty({shape}, _np.{np.dtype(o.aval.dtype).name})")
+            head.append(f"{oname}v = {oname}.reshape{full_view}")
+            results[o] = oname
+            loop.append(f"c{oname} = {oname}v[s:e]")
+            dest = f"c{oname}"
+        else:
+            dest = temp(o.aval.dtype)
+        names[o] = dest
+        chunk_of[o] = dest
+        u, _err = ufunc_of(m.prim, m) if not m.params else (None, False)
+        if u is not None:
+            env[f"_{u.__name__}"] = u
+            loop.append(f"_{u.__name__}({', '.join(args)}, out={dest})")
+        elif name == "convert_element_type":
+            loop.append(f"_np.copyto({dest}, {args[0]}, casting='unsafe')")
+        else:
+            fn = impl_of(m.prim)
+            env[f"_k{k}"] = functools.partial(fn, **m.params) if m.params else fn
+            loop.append(f"{dest}[...] = _k{k}({', '.join(args)})")
+    body = list(head)
+    body.append(f"for s in range(0, {n}, {step}):")
+    body.append(f"    e = s + {step}")
+    body.append(f"    if e > {n}:")
+    body.append(f"        e = {n}")
+    body.extend(f"        {t} = {t}[:e - s]" for t in temps)
+    for line in loop:
+        body.extend("    " + ln for ln in line.splitlines())
+    body.append(f"return [{', '.join(results[v] for v in outs)}]")
+    body = [f"with {_ERRSTATE}:"] + ["    " + ln for ln in body]
+    args = ", ".join(f"i{j}" for j in range(len(ins)))
+    src = "\n".join([f"def fused({args}):"] + ["    " + ln for ln in body])
+    from mirax.compiler.pipeline import debug_level
+    if debug_level() >= 3:
+        print(f"# --- blocked CPU kernel {node.params['name']} ---\n{src}", file=sys.stderr)
+    exec(compile(src, f"<mirax blocked {node.params['name']}>", "exec"), env)
+    return env["fused"]
