@@ -29,6 +29,10 @@ def _node(prim, ins, out_aval, **params):
     ((2, 6, 3), (2, 6, 4), (((0, 1), (0, 1)), ((), ()))),
     ((2, 5, 3), (2, 3, 4), (((2,), (1,)), ((0,), (0,)))),
     ((2, 3, 5), (4, 2, 3), (((1,), (2,)), ((0,), (1,)))),
+    ((5, 1), (1, 4), (((1,), (0,)), ((), ()))),              # outer products (einsum)
+    ((5,), (4,), (((), ()), ((), ()))),
+    ((3, 1, 5), (3, 1, 4), (((1,), (1,)), ((0,), (0,)))),    # per-example weight grads
+    ((3, 5, 1), (4, 1, 3), (((2,), (1,)), ((0,), (2,)))),
 ])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_dot_general_specialized_matches_reference(ls, rs, dims, dtype):
@@ -115,7 +119,8 @@ def test_mul_reduce_sum_runs_as_einsum(monkeypatch, capsys):
     out = mx.jit(f)(a, b)
     src = capsys.readouterr().err
     assert src.count("(einsum)") == 1   # the axis-0 sum is not a trailing reduction
-    np.testing.assert_allclose(np.asarray(out[0]), np.sum(np.exp(a) * b, -1), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(out[0]), np.sum(np.exp(a) * b, -1), rtol=1e-5,
+                               atol=1e-5)
     np.testing.assert_allclose(np.asarray(out[1]), np.sum(a * b, 0), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(float(out[2]), 2 * np.exp(a).sum(), rtol=1e-5)
 

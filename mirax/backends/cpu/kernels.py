@@ -3,7 +3,9 @@
 Two kinds, both computing what the reference impl computes:
 - `specialize(node)`: a kernel built for one graph node at lowering time, when the static
   shapes let it skip per-call work (dot_general: the transposes, reshapes and sizes are
-  worked out once; the BLAS calls are the reference impl's, so results are bitwise equal).
+  worked out once; the BLAS calls are the reference impl's, so results are bitwise equal;
+  a contraction of size 1 is an outer product, one einsum, also exact; fusion: the
+  cache-blocked loop of blocked.py).
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_add scatters each block
   of rows into the flat output with one 1-d `np.add.at` (NumPy's fast path; the same
   index-order accumulation, so bitwise equal to the reference). gelu (tanh form) and its
@@ -53,6 +55,15 @@ def _dot_general(node):
     out_shape = tuple(node.outputs[0].aval.shape)
     ta = None if pa == tuple(range(len(pa))) else pa
     tb = None if pb == tuple(range(len(pb))) else pb
+    if k == 1:  # outer products (per-example weight grads): one einsum, no BLAS calls
+        sa, sb = (b, m) if lb else (m,), (b, n) if lb else (n,)
+        subs = "bi,bj->bij" if lb else "i,j->ij"
+
+        def outer(x, y):
+            x = (x if ta is None else x.transpose(ta)).reshape(sa)
+            y = (y if tb is None else y.transpose(tb)).reshape(sb)
+            return np.einsum(subs, x, y).reshape(out_shape)
+        return outer
     if lb:  # stacked: contiguous stacks so that every matrix goes to BLAS
         sa, sb = (b, m, k), (b, k, n)
 
