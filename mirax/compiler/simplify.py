@@ -1,8 +1,11 @@
 """simplify: constant folding and algebraic identities (the first pass).
 
 Walks the nodes once in order with a substitution map (old var -> var that replaces it):
-- a node whose inputs are all small constants (and whose result is small) is evaluated
-  with its reference impl and becomes a constant;
+- a node whose inputs are all constants is evaluated with its reference impl and becomes
+  a constant, when inputs and result are at most FOLD_MAX elements (iota-made masks such
+  as jacrev's identity seed; a broadcast only up to SMALL);
+- an elementwise op on a broadcast scalar reads the scalar (NumPy broadcasts it): no
+  array of one value is made (grad's seeds, their fan-out sums);
 - identities drop a node in favour of one of its inputs: x*1, 1*x, x+0, 0+x, x-0, x/1,
   neg(neg x), convert_element_type to the same dtype, select with a constant predicate,
   reshape / transpose / broadcast to what the input already is;
@@ -20,7 +23,9 @@ import numpy as np
 
 from mirax.ir.graph import Graph, Node, Var
 
-SMALL = 1024  # fold only when every constant input and the result have at most this many
+SMALL = 1024  # constants up to this many elements count as values in the identities
+FOLD_MAX = 1 << 18  # fold only when every constant input and the result have at most this
+# many (a broadcast only up to SMALL: a broadcast scalar stays a scalar, see below)
 
 
 def simplify(graph: Graph) -> Graph:
@@ -32,11 +37,19 @@ def simplify(graph: Graph) -> Graph:
         ins = [subst.get(v, v) for v in node.inputs]
         if _fold(node, ins, consts):
             continue
-        rule = RULES.get(node.prim.name)
-        new = rule(node, ins, consts, producer) if rule is not None else None
+        new = None
+        for rule in (RULES.get(node.prim.name), _elementwise_rule(node.prim.name)):
+            if new is None and rule is not None:
+                new = rule(node, ins, consts, producer)
         if isinstance(new, Var):
             subst[node.outputs[0]] = new
             continue
+        if isinstance(new, list):  # new nodes, the last one defining the node's outputs
+            for n in new[:-1]:
+                if not _fold(n, n.inputs, consts):
+                    nodes.append(n)
+                    producer[n.outputs[0]] = n
+            new = new[-1]
         if new is None:
             new = Node(node.prim, ins, node.params, node.outputs, node.source)
         nodes.append(new)
@@ -79,9 +92,10 @@ def _fold(node, ins, consts) -> bool:
     prim = node.prim
     if prim.impl is None or any(isinstance(p, Graph) for p in node.params.values()):
         return False
-    if not all(v in consts and v.aval.size <= SMALL for v in ins):
+    limit = SMALL if prim.name == "broadcast_in_dim" else FOLD_MAX
+    if not all(v in consts and v.aval.size <= FOLD_MAX for v in ins):
         return False
-    if any(o.aval.size > SMALL for o in node.outputs):
+    if any(o.aval.size > limit for o in node.outputs):
         return False
     try:
         with np.errstate(all="ignore"):
@@ -185,6 +199,42 @@ def _broadcast(node, ins, consts, producer):
         return None
     return Node(node.prim, [x], {**node.params, "broadcast_dimensions": dims}, node.outputs,
                 node.source)
+
+
+def _scalar_of(v, producer):
+    """The 0-d operand of a broadcast that makes `v`, or None."""
+    p = producer.get(v)
+    if p is not None and p.prim.name == "broadcast_in_dim" and p.inputs[0].aval.shape == ():
+        return p.inputs[0]
+    return None
+
+
+def _elementwise_rule(name):
+    from mirax.ops import elementwise as ew
+    if name not in ew.BINARY_OPS and name not in ew.UNARY_OPS:
+        return None
+    return _scalar_operands
+
+
+def _scalar_operands(node, ins, consts, producer):
+    """An elementwise op reads a broadcast scalar as the scalar itself (the op broadcasts;
+    no big array of one value); when every operand is one, the op runs on the scalars
+    and its result is broadcast (and folds when they are constants)."""
+    scalars = [_scalar_of(v, producer) for v in ins]
+    if all(s is None for s in scalars):
+        return None
+    out = node.outputs[0]
+    new_ins = [v if s is None else s for v, s in zip(ins, scalars)]
+    if any(s is None and v.aval.shape == out.aval.shape for v, s in zip(ins, scalars)):
+        return Node(node.prim, new_ins, node.params, node.outputs, node.source)
+    if any(s is None for s in scalars):
+        return None     # the other operands broadcast too: keep the full-size one
+    small = Var(out.aval.update(shape=()))
+    bcast = producer[ins[scalars.index(next(s for s in scalars if s is not None))]]
+    return [Node(node.prim, new_ins, node.params, [small], node.source),
+            Node(bcast.prim, [small], {**bcast.params, "shape": tuple(out.aval.shape),
+                                       "broadcast_dimensions": ()}, node.outputs,
+                 node.source)]
 
 
 RULES = {

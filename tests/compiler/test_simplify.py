@@ -104,3 +104,46 @@ def test_convert_to_same_dtype_dropped():
 graph f(x: f32[3]) -> f32[3]
   a: f32[3] = neg x
   return a"""
+
+
+def _seeds(x):   # bigger than SMALL: the broadcasts are not folded into constants
+    one = mnp.broadcast_to(mnp.asarray(1.0), (2048,))    # a grad seed
+    two = one + one                                       # its fan-out sum
+    return two * x, mnp.negative(one), mnp.sin(x) * mnp.broadcast_to(x[0], (2048,))
+
+
+def test_broadcast_scalars_stay_scalars_golden():
+    g = mx.make_graph(_seeds)(f32(2048))
+    assert show(dce(simplify(g))) == """\
+graph _seeds(x: f32[2048]) -> (f32[2048], f32[2048], f32[2048])
+  a: f32[] = const 2.0
+  b: f32[] = const -1.0
+  c: f32[2048] = mul a, x
+  d: f32[2048] = broadcast_in_dim[shape=(2048,), broadcast_dimensions=()] b
+  e: f32[2048] = sin x
+  f: f32[1]    = slice[start_indices=(0,), limit_indices=(1,), strides=(1,)] x
+  g: f32[]     = reshape[new_sizes=()] f
+  h: f32[2048] = mul e, g
+  return c, d, h"""
+    for a, b in zip(run_graph(g, f32(2048)), run_graph(dce(simplify(g)), f32(2048))):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_folds_iota_masks_up_to_fold_max():
+    from mirax.compiler import simplify as simplify_mod
+
+    def eye_times(x):
+        i = mx.lax.iota(np.int32, 64)
+        return (i[:, None] == i[None, :]).astype(np.float32) * x
+    g = mx.make_graph(eye_times)(f32(64))
+    names = [n.prim.name for n in dce(simplify(g)).nodes]
+    assert names == ["mul"]                # the 64x64 identity is a constant
+    np.testing.assert_array_equal(run_graph(dce(simplify(g)), f32(64))[0],
+                                  np.eye(64, dtype=np.float32) * np.asarray(f32(64)))
+    old = simplify_mod.FOLD_MAX
+    try:
+        simplify_mod.FOLD_MAX = 1024
+        assert "mul" in [n.prim.name for n in dce(simplify(g)).nodes]
+        assert len(dce(simplify(g)).nodes) > 1
+    finally:
+        simplify_mod.FOLD_MAX = old
