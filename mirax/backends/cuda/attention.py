@@ -31,6 +31,7 @@ in the dispatch report and by reason in `fallbacks`): float64, head dims over 12
 """
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 import cupy as cp
@@ -436,7 +437,8 @@ def geometry(d: int, dv: int):
     d, dv = _pad4(d), _pad4(dv)
     if max(d, dv) > MAX_D or min(d, dv) == 0:
         return None
-    for tpr in (1, 2, 4):
+    least = int(os.environ.get("MIRAX_CUDA_ATTN_TPR", "1"))  # benchmarks try 4 at d 64
+    for tpr in (t for t in (1, 2, 4) if t >= least):
         if d % (4 * tpr) == 0 and dv % (4 * tpr) == 0 and max(d, dv) // tpr <= 32:
             return tpr
     return None

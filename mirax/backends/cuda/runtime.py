@@ -73,14 +73,15 @@ def _registry():
     return registry
 
 
-def lower(be, graph: Graph, timer: list | None = None):
+def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     """A callable(*buffers) -> list of CuPy buffers running `graph` on the GPU.
 
     With `timer` (a list), every node's call is bracketed by CUDA events appended to it as
-    (label, start, end): see `profile`."""
+    (label, start, end): see `profile`. `merge=False` for a fusion node's own nodes run one
+    by one (merging them would make the same fusion node again)."""
     from mirax.compiler.fusion import fusion_p
     graph = prepare(be, graph)
-    if os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":  # =0: measure without the merge
+    if merge and os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":  # =0: measure without it
         graph = merge_elementwise(graph)
     names: dict = {}
     env: dict = {}
@@ -319,7 +320,7 @@ def fusion_callable(be, node, host_consts: dict):
         run.fused = True
         return run
     except codegen.Unsupported:
-        sub_run = lower(be, sub)
+        sub_run = lower(be, sub, merge=False)
         return lambda *bufs: sub_run(*bufs)
 
 
