@@ -36,6 +36,13 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
 
+
+def _dtype_ref(env: dict, dtype) -> str:
+    """A name in the generated code's namespace bound to `dtype` (bfloat16 is not np.*)."""
+    name = f"_dt_{np.dtype(dtype).name}"
+    env[name] = np.dtype(dtype)
+    return name
+
 def _shape(members) -> tuple:
     return tuple(members[0].outputs[0].aval.shape)
 
@@ -197,7 +204,7 @@ def compile_fusion(node):
             return lst.pop()
         t = f"t{len(temps)}"
         temps.append(t)
-        head.append(f"{t} = _np.empty({chunk}, _np.{np.dtype(dtype).name})")
+        head.append(f"{t} = _np.empty({chunk}, {_dtype_ref(env, dtype)})")
         return t
 
     for k, m in enumerate(members):
@@ -213,7 +220,7 @@ def compile_fusion(node):
             r = f"r{len(results)}"
             kind = lay.reds[o]
             size = {"all": (), "lead": (lay.R,), "trail": (lay.L,)}[kind]
-            head.append(f"{r} = _np.empty({size}, _np.{np.dtype(o.aval.dtype).name})")
+            head.append(f"{r} = _np.empty({size}, {_dtype_ref(env, o.aval.dtype)})")
             results[o] = f"{r}.reshape({tuple(o.aval.shape)})"
             u = _REDUCE[name]
             env[f"_{u.__name__}"] = u
@@ -233,7 +240,7 @@ def compile_fusion(node):
             continue
         if o in out_set:
             oname = f"o{len(results)}"
-            head.append(f"{oname} = _np.empty({shape}, _np.{np.dtype(o.aval.dtype).name})")
+            head.append(f"{oname} = _np.empty({shape}, {_dtype_ref(env, o.aval.dtype)})")
             head.append(f"{oname}v = {oname}.reshape{full_view}")
             results[o] = oname
             loop.append(f"c{oname} = {oname}v[s:e]")
