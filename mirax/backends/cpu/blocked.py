@@ -36,12 +36,12 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
 
-
 def _dtype_ref(env: dict, dtype) -> str:
     """A name in the generated code's namespace bound to `dtype` (bfloat16 is not np.*)."""
     name = f"_dt_{np.dtype(dtype).name}"
     env[name] = np.dtype(dtype)
     return name
+
 
 def _shape(members) -> tuple:
     return tuple(members[0].outputs[0].aval.shape)
