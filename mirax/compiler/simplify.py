@@ -237,8 +237,31 @@ def _scalar_operands(node, ins, consts, producer):
                  node.source)]
 
 
+def _strong(node, ins, consts, producer):
+    """mul_strong (0 * inf = 0) is a plain mul when that case cannot arise: the first
+    factor is a nonzero constant or the second a finite one; then x*1 folds as usual."""
+    unit = _unit(1, 1)(node, ins, consts, producer)
+    if unit is not None:
+        return unit
+    g, d = (_const_value(v, consts, producer) for v in ins)
+    if (g is not None and np.all(g != 0)) or (d is not None and np.all(np.isfinite(d))):
+        from mirax.ops.elementwise import mul_p
+        plain = Node(mul_p, ins, node.params, node.outputs, node.source)
+        return _unit(1, 1)(plain, ins, consts, producer) or plain
+    return None
+
+
+def _const_value(v, consts, producer):
+    p = producer.get(v)
+    if p is not None and p.prim.name == "broadcast_in_dim":
+        v = p.inputs[0]
+    b = consts.get(v)
+    return b if b is not None and b.size <= SMALL else None
+
+
 RULES = {
     "mul": _unit(1, 1),
+    "mul_strong": _strong,
     "add": _unit(0, 0),
     "sub": _unit(None, 0),
     "div": _unit(None, 1),

@@ -36,3 +36,14 @@ def test_where_branch_not_taken_stays_finite():
     f2 = lambda y: mnp.where(y != 0, 1.0 / y, 0.0)
     assert float(mx.grad(f2)(0.0)) == 0.0
     assert np.isfinite(float(mx.jit(mx.grad(lambda x: mnp.where(x > 0, mnp.log(x), 0.0)))(0.0)))
+
+
+def test_simplify_drops_strong_products_that_cannot_meet_zero_times_inf():
+    from mirax.compiler.simplify import simplify
+    g = mx.make_graph(mx.grad(lambda x: mnp.sum(mnp.sqrt(x))))(mnp.ones(5))
+    names = [n.prim.name for n in simplify(g).nodes]
+    assert "mul_strong" in [n.prim.name for n in g.nodes]
+    assert "mul_strong" not in names          # seed 1.0 * d: a plain product, then d
+    x = mnp.asarray([0.0, 1.0, 4.0])
+    f = lambda x: mnp.sum(mnp.where(x > 0, mnp.sqrt(x), 0.0))
+    np.testing.assert_array_equal(mx.jit(mx.grad(f))(x), mx.grad(f)(x))
