@@ -19,7 +19,8 @@ import numpy as np
 import mirax as mx
 import mirax.numpy as mnp
 from mirax import nn, optim
-from mirax.examples.common import Progress, data_path, limit_blas_threads, plot_curves
+from mirax.examples.common import (Progress, add_run_args, data_path, plot_curves,
+                                   start_run)
 
 
 # --- data ----------------------------------------------------------------------------------
@@ -131,15 +132,9 @@ def main(argv=None):
     ap.add_argument("--eval-batches", type=int, default=8)
     ap.add_argument("--sample-chars", type=int, default=300)
     ap.add_argument("--temperature", type=float, default=0.8)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--plot", default="charlm_loss.png", help="'' to skip the PNG")
-    ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="OpenBLAS threads (0: leave as is); small matrices run best on 1")
+    add_run_args(ap, "charlm")
     args = ap.parse_args(argv)
-    if args.blas_threads:
-        limit_blas_threads(args.blas_threads)
-    say = (lambda *a: None) if args.quiet else print
+    say = start_run(args)
 
     text = load_text()
     chars = sorted(set(text))

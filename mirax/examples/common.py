@@ -118,3 +118,33 @@ def plot_curves(path: str | os.PathLike | None, curves: dict, title: str,
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return str(path)
+
+
+def add_run_args(ap, name: str):
+    """The flags every example shares: --seed, --plot, --quiet, --blas-threads."""
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot", default=f"{name}_loss.png", help="'' to skip the PNG")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--blas-threads", type=int, default=1,
+                    help="OpenBLAS threads (0: leave as is); small matrices run best on 1")
+
+
+def start_run(args):
+    """Apply the shared flags; returns `say`, a print that --quiet silences."""
+    if args.blas_threads:
+        limit_blas_threads(args.blas_threads)
+    return (lambda *a: None) if args.quiet else print
+
+
+def fit(step, model, state, steps: int, name: str, quiet: bool = False):
+    """Run `model, state, loss = step(model, state)` for `steps` steps with a progress bar.
+
+    Returns (model, state, losses, seconds)."""
+    losses = []
+    t0 = time.perf_counter()
+    bar = Progress(steps, name, quiet=quiet)
+    for _ in bar:
+        model, state, loss = step(model, state)
+        losses.append(float(loss))
+        bar.set(loss=losses[-1])
+    return model, state, losses, time.perf_counter() - t0

@@ -13,7 +13,6 @@ forces_loss.png when matplotlib is installed.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,7 @@ import numpy as np
 import mirax as mx
 import mirax.numpy as mnp
 from mirax import nn, optim
-from mirax.examples.common import Progress, limit_blas_threads, plot_curves
+from mirax.examples.common import add_run_args, fit, plot_curves, start_run
 
 
 # --- the reference system ------------------------------------------------------------------
@@ -90,15 +89,9 @@ def main(argv=None):
     ap.add_argument("--basis", type=int, default=24)
     ap.add_argument("--width", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-2)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--plot", default="forces_loss.png", help="'' to skip the PNG")
-    ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="OpenBLAS threads (0: leave as is); small matrices run best on 1")
+    add_run_args(ap, "forces")
     args = ap.parse_args(argv)
-    if args.blas_threads:
-        limit_blas_threads(args.blas_threads)
-    say = (lambda *a: None) if args.quiet else print
+    say = start_run(args)
 
     pos_tr = make_configs(args.seed, args.configs, args.atoms, args.min_dist)
     pos_te = make_configs(args.seed + 1000, args.test_configs, args.atoms, args.min_dist)
@@ -128,14 +121,8 @@ def main(argv=None):
         updates, state = opt.update(grads, state, model)
         return optim.apply_updates(model, updates), state, loss
 
-    losses = []
-    t0 = time.perf_counter()
-    bar = Progress(args.steps, "forces", quiet=args.quiet)
-    for _ in bar:
-        model, state, loss = step(model, state)
-        losses.append(float(loss))
-        bar.set(loss=losses[-1])
-    seconds = time.perf_counter() - t0
+    model, state, losses, seconds = fit(step, model, state, args.steps, "forces",
+                                        quiet=args.quiet)
 
     f_pred = np.asarray(mx.jit(batched_forces)(model, pte, i_idx, j_idx), np.float64)
     rmse = float(np.sqrt(np.mean((f_pred - f_te) ** 2)))

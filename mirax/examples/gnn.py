@@ -17,7 +17,6 @@ from 0 as in networkx.karate_club_graph.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ import numpy as np
 import mirax as mx
 import mirax.numpy as mnp
 from mirax import nn, optim
-from mirax.examples.common import Progress, limit_blas_threads, plot_curves
+from mirax.examples.common import add_run_args, fit, plot_curves, start_run
 
 # friendships (1-based member -> higher-numbered friends), as tabulated by Zachary
 _FRIENDS = {
@@ -100,15 +99,9 @@ def main(argv=None):
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--labeled", default="0,33", help="members whose faction is known")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--plot", default="gnn_loss.png", help="'' to skip the PNG")
-    ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="OpenBLAS threads (0: leave as is); small matrices run best on 1")
+    add_run_args(ap, "gnn")
     args = ap.parse_args(argv)
-    if args.blas_threads:
-        limit_blas_threads(args.blas_threads)
-    say = (lambda *a: None) if args.quiet else print
+    say = start_run(args)
 
     src, dst = message_edges()
     x = mnp.eye(N_MEMBERS)
@@ -133,14 +126,8 @@ def main(argv=None):
         updates, state = opt.update(grads, state, model)
         return optim.apply_updates(model, updates), state, loss
 
-    losses = []
-    t0 = time.perf_counter()
-    bar = Progress(args.steps, "gnn", quiet=args.quiet)
-    for _ in bar:
-        model, state, loss = step(model, state)
-        losses.append(float(loss))
-        bar.set(loss=losses[-1])
-    seconds = time.perf_counter() - t0
+    model, state, losses, seconds = fit(step, model, state, args.steps, "gnn",
+                                        quiet=args.quiet)
     pred = np.asarray(mnp.argmax(model(x, src, dst), axis=-1))
     acc = float(np.mean(pred[unlabeled] == LABELS[unlabeled]))
     wrong = unlabeled[pred[unlabeled] != LABELS[unlabeled]].tolist()

@@ -18,7 +18,7 @@ import numpy as np
 import mirax as mx
 import mirax.numpy as mnp
 from mirax import nn, optim
-from mirax.examples.common import Progress, data_path, limit_blas_threads, plot_curves
+from mirax.examples.common import Progress, add_run_args, data_path, plot_curves, start_run
 
 
 def load_digits() -> tuple[np.ndarray, np.ndarray]:
@@ -44,15 +44,9 @@ def main(argv=None):
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--plot", default="mlp_digits_loss.png", help="'' to skip the PNG")
-    ap.add_argument("--quiet", action="store_true")
-    ap.add_argument("--blas-threads", type=int, default=1,
-                    help="OpenBLAS threads (0: leave as is); small matrices run best on 1")
+    add_run_args(ap, "mlp_digits")
     args = ap.parse_args(argv)
-    if args.blas_threads:
-        limit_blas_threads(args.blas_threads)
-    say = (lambda *a: None) if args.quiet else print
+    say = start_run(args)
 
     x, y = load_digits()
     key = mx.random.key(args.seed)
