@@ -51,9 +51,3 @@ class ShapedArray:
     def strip_weak(self) -> ShapedArray:
         return ShapedArray(self.shape, self.dtype) if self.weak_type else self
 
-
-def short(x) -> str:
-    """`f32[3,4]` for anything with shape and dtype (arrays, tracers, avals)."""
-    return f"{dtypes.short_name(x.dtype)}[{','.join(map(str, np.shape(x)))}]" \
-        if not hasattr(x, "shape") else \
-        f"{dtypes.short_name(x.dtype)}[{','.join(map(str, x.shape))}]"

@@ -47,18 +47,26 @@ def _reduction_vmap(prim):
     return vmap
 
 
+def _reduce(prim, x, axes):
+    """The wrappers' shared body: validate, normalize axes; reducing over none is x."""
+    x = operand(x, prim.name)
+    axes = normalize_axes(axes, x.ndim, prim.name, x)
+    return prim.bind(x, axes=axes) if axes else x
+
+
+def _reduced_aval(x, *, axes):
+    return ShapedArray(_drop_axes(x.shape, axes), x.dtype)
+
+
 # --- reduce_sum ---------------------------------------------------------------------------
 reduce_sum_p = Primitive("reduce_sum", keeps_weak=True)
 
 
 def reduce_sum(x, axes=None):
-    x = operand(x, "reduce_sum")
-    axes = normalize_axes(axes, x.ndim, "reduce_sum", x)
-    return reduce_sum_p.bind(x, axes=axes) if axes else x
+    return _reduce(reduce_sum_p, x, axes)
 
 
-reduce_sum_p.def_abstract_eval(lambda x, *, axes: ShapedArray(_drop_axes(x.shape, axes),
-                                                               x.dtype))
+reduce_sum_p.def_abstract_eval(_reduced_aval)
 
 
 @reduce_sum_p.def_impl
@@ -106,7 +114,7 @@ def _minmax(name, np_fn):
 def _minmax_abstract_eval(name, x, axes):
     if any(x.shape[a] == 0 for a in axes):
         raise ValueError(f"{name}: reduction over an empty axis of {short(x)} has no identity")
-    return ShapedArray(_drop_axes(x.shape, axes), x.dtype)
+    return _reduced_aval(x, axes=axes)
 
 
 reduce_max_p = _minmax("reduce_max", np.max)
@@ -114,15 +122,11 @@ reduce_min_p = _minmax("reduce_min", np.min)
 
 
 def reduce_max(x, axes=None):
-    x = operand(x, "reduce_max")
-    axes = normalize_axes(axes, x.ndim, "reduce_max", x)
-    return reduce_max_p.bind(x, axes=axes) if axes else x
+    return _reduce(reduce_max_p, x, axes)
 
 
 def reduce_min(x, axes=None):
-    x = operand(x, "reduce_min")
-    axes = normalize_axes(axes, x.ndim, "reduce_min", x)
-    return reduce_min_p.bind(x, axes=axes) if axes else x
+    return _reduce(reduce_min_p, x, axes)
 
 
 # --- reduce_prod --------------------------------------------------------------------------
@@ -130,13 +134,10 @@ reduce_prod_p = Primitive("reduce_prod", keeps_weak=True)
 
 
 def reduce_prod(x, axes=None):
-    x = operand(x, "reduce_prod")
-    axes = normalize_axes(axes, x.ndim, "reduce_prod", x)
-    return reduce_prod_p.bind(x, axes=axes) if axes else x
+    return _reduce(reduce_prod_p, x, axes)
 
 
-reduce_prod_p.def_abstract_eval(lambda x, *, axes: ShapedArray(_drop_axes(x.shape, axes),
-                                                                x.dtype))
+reduce_prod_p.def_abstract_eval(_reduced_aval)
 
 
 @reduce_prod_p.def_impl
