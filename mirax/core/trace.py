@@ -272,5 +272,10 @@ def zeros_like_aval(aval: ShapedArray):
     return full(aval.shape, 0, aval.dtype)
 
 
+def owned(x, trace: Trace) -> bool:
+    """x is a tracer of `trace` (anything else is a constant as far as `trace` goes)."""
+    return isinstance(x, Tracer) and x._trace is trace
+
+
 def is_concrete(x) -> bool:
     return not isinstance(x, Tracer)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from mirax.core import dtypes, tree
-from mirax.core.trace import Tracer
+from mirax.core.trace import owned
 from mirax.ops.common import operand, short
 
 
@@ -42,9 +42,7 @@ def check_float_inputs(name: str, leaves, what="input"):
 
 def lower_out(x, trace, attr: str):
     """The value of `x` one level below `trace` (its primal if it is `trace`'s tracer)."""
-    if isinstance(x, Tracer) and x._trace is trace:
-        return getattr(x, attr)
-    return x
+    return getattr(x, attr) if owned(x, trace) else x
 
 
 def strip_aux(aux, trace, attr="primal"):

@@ -5,7 +5,8 @@ its result is not a tracer of this interpreter at all (nothing to carry)."""
 from __future__ import annotations
 
 from mirax.core import dtypes
-from mirax.core.trace import PrimalTracer, Trace, aval_of, new_trace, zeros_like_aval
+from mirax.core.trace import (PrimalTracer, Trace, aval_of, new_trace, owned,
+                               zeros_like_aval)
 
 
 class JVPTracer(PrimalTracer):
@@ -39,21 +40,18 @@ def has_tangent_space(x) -> bool:
     return dtypes.is_float(aval_of(x).dtype)
 
 
-def jvp_flat(fn, primals: list, tangents: list) -> tuple[list, list]:
+def jvp_flat(fn, primals: list, tangents: list, trace_box: list | None = None
+             ) -> tuple[list, list]:
     """Run fn(*primals) -> list with forward-mode tangents; tangents may hold None."""
-    with new_trace(JVPTrace()) as trace:
+    trace = JVPTrace()
+    if trace_box is not None:
+        trace_box.append(trace)
+    with new_trace(trace):
         ins = [JVPTracer(trace, p, t if has_tangent_space(p) else None)
                for p, t in zip(primals, tangents)]
         outs = fn(*ins)
-        out_primals, out_tangents = [], []
-        for o in outs:
-            if isinstance(o, JVPTracer) and o._trace is trace:
-                out_primals.append(o.primal)
-                out_tangents.append(o.tangent)
-            else:
-                out_primals.append(o)
-                out_tangents.append(None)
-    return out_primals, out_tangents
+    return ([o.primal if owned(o, trace) else o for o in outs],
+            [o.tangent if owned(o, trace) else None for o in outs])
 
 
 def instantiate(t, like):
@@ -99,18 +97,13 @@ def jvp(f, primals, tangents, has_aux=False):
         box.append(out_tree)
         return [operand(o, "jvp") for o in leaves]
 
-    with_trace = []
-
-    def traced(*xs):
-        with_trace.append(xs[0]._trace if xs and isinstance(xs[0], JVPTracer) else None)
-        return flat_fn(*xs)
-
-    outs, touts = jvp_flat(traced, p_leaves, ts)
+    trace_box = []
+    outs, touts = jvp_flat(flat_fn, p_leaves, ts, trace_box)
     touts = [instantiate(t, o) for t, o in zip(touts, outs)]
     res = tree.unflatten(box[0], outs), tree.unflatten(box[0], touts)
     if has_aux:
         from mirax.transforms.api_util import strip_aux
-        return res + (strip_aux(aux_box[0], with_trace[0]),)
+        return res + (strip_aux(aux_box[0], trace_box[0]),)
     return res
 
 

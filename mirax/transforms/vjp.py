@@ -10,7 +10,8 @@ Fan-out cotangents are summed; None is a symbolic zero cotangent.
 from __future__ import annotations
 
 from mirax.core import dtypes
-from mirax.core.trace import PrimalTracer, Trace, aval_of, new_trace, zeros_like_aval
+from mirax.core.trace import (PrimalTracer, Trace, aval_of, new_trace, owned,
+                               zeros_like_aval)
 
 
 class VJPTracer(PrimalTracer):
@@ -95,14 +96,8 @@ def vjp_flat(fn, primals: list, trace_box: list | None = None):
     with new_trace(trace):
         ins = [trace.new(p) for p in primals]
         outs = fn(*ins)
-        out_primals, out_idx = [], []
-        for o in outs:
-            if isinstance(o, VJPTracer) and o._trace is trace:
-                out_primals.append(o.primal)
-                out_idx.append(o.idx)
-            else:
-                out_primals.append(o)
-                out_idx.append(None)
+    out_primals = [o.primal if owned(o, trace) else o for o in outs]
+    out_idx = [o.idx if owned(o, trace) else None for o in outs]
     in_idx = [t.idx for t in ins]
     in_avals = [aval_of(p) for p in primals]
 

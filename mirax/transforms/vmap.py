@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 
 from mirax.core.avals import ShapedArray
-from mirax.core.trace import Trace, Tracer, aval_of, new_trace
+from mirax.core.trace import Trace, Tracer, aval_of, new_trace, owned
 
 
 class BatchTracer(Tracer):
@@ -94,10 +94,7 @@ def vmap_flat(fn, args: list, in_dims: list, axis_size: int, out_dims: list | No
         res = []
         for i, o in enumerate(outs):
             want = 0 if out_dims is None else out_dims[i]
-            if isinstance(o, BatchTracer) and o._trace is trace:
-                val, bd = o.val, o.bdim
-            else:
-                val, bd = o, None
+            val, bd = (o.val, o.bdim) if owned(o, trace) else (o, None)
             if want is None:
                 if bd is not None:
                     raise ValueError("vmap: out_axes=None for an output that depends on a "
