@@ -17,7 +17,6 @@ import numpy as np
 
 from mirax.core import dtypes, tree
 from mirax.core.array import Array
-from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of, nonhost_buffers as _nonhost, state as _state
 from mirax.ir.build import arg_names_for, trace_to_graph
@@ -240,14 +239,8 @@ class Jitted:
             box.append(out_tree)
             return [operand(o, "jit") for o in out_leaves]
 
-        dyn_args = [a for i, a in enumerate(args) if i not in self.static_argnums]
-        names = arg_names_for(self.f, dyn_args) + [
-            k + tree.keystr(p) for k, v in sorted(kwargs.items())
-            if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
-        avals = [aval_of(x) if not isinstance(x, (bool, int, float)) or
-                 isinstance(x, np.generic) else
-                 ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
-                 for x in leaves]
+        names = self._leaf_names(args, kwargs)
+        avals = [aval_of(x) for x in leaves]  # leaves are Arrays/tracers by now (__call__)
         graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)
         graph.in_tree, graph.out_tree = in_tree, box[0]
         if self.donate_argnums:  # flat leaf indices of donated positional arguments
@@ -263,6 +256,13 @@ class Jitted:
         if captured:
             return graph, None, captured
         return graph, box[0], []
+
+    def _leaf_names(self, args, kwargs) -> list[str]:
+        """Argument paths of the dynamic leaves (`params['w']`, `x`), in flattening order."""
+        dyn = [a for i, a in enumerate(args) if i not in self.static_argnums]
+        return arg_names_for(self.f, dyn) + [
+            k + tree.keystr(p) for k, v in sorted(kwargs.items())
+            if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
 
     def _explain_miss(self, key, args, kwargs):
         import sys
@@ -280,10 +280,7 @@ class Jitted:
 
     def _signature(self, key, args, kwargs) -> dict:
         in_tree, leaf_keys, statics = key
-        dyn = [a for i, a in enumerate(args) if i not in self.static_argnums]
-        names = arg_names_for(self.f, dyn) + [
-            k + tree.keystr(p) for k, v in sorted(kwargs.items())
-            if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
+        names = self._leaf_names(args, kwargs)
         sig = {}
         for n, (shape, dtype, weak) in zip(names, leaf_keys):
             sig[n] = f"{dtypes.short_name(dtype)}[{','.join(map(str, shape))}]" + (
