@@ -33,11 +33,7 @@ def dropout(x, rate, key=None, *, mask=None, deterministic=False):
     if mask is None:
         if key is None:
             raise ValueError("dropout: pass a PRNG key (or an explicit boolean mask=)")
-        try:
-            from mirax import random as mrandom
-        except ImportError:
-            raise NotImplementedError("dropout: mirax.random is not available; pass an "
-                                      "explicit boolean mask= (True = keep)") from None
+        from mirax import random as mrandom
         mask = mrandom.bernoulli(key, 1.0 - rate, tuple(x.shape))
     mask = operand(mask, "dropout")
     if tuple(mask.shape) != tuple(x.shape) or str(mask.dtype) != "bool":

@@ -17,6 +17,7 @@ from mirax.core.array import Array
 from mirax.core.trace import Tracer
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
+from mirax.ops.sort import sort
 from mirax.ops.common import (
     broadcast_shapes, cast, normalize_axes, normalize_axis, operand, promote, result_dtype,
     short, static_int)
@@ -599,14 +600,6 @@ def ptp(a, axis=None, keepdims=False):
     return ew.sub(_max(a, axis=axis, keepdims=keepdims), _min(a, axis=axis, keepdims=keepdims))
 
 
-def _sort(x, axis):
-    import mirax.numpy as mnp
-    fn = getattr(mnp, "sort", None)
-    if fn is None:
-        raise NotImplementedError("median/quantile need mirax.numpy.sort, not available yet")
-    return fn(x, axis=axis)
-
-
 def quantile(a, q, axis=None, method="linear", keepdims=False, interpolation=None):
     """Quantiles by sorting and interpolating between static positions (q is static)."""
     method = interpolation or method
@@ -636,7 +629,7 @@ def quantile(a, q, axis=None, method="linear", keepdims=False, interpolation=Non
     if (qs < 0).any() or (qs > 1).any():
         raise ValueError("quantile: q must be in [0, 1]")
     n = src.shape[ax]
-    s = _sort(src, ax)
+    s = sort(src, ax)
     outs = []
     for qi in qs.reshape(-1).tolist():
         pos = qi * (n - 1)

@@ -306,9 +306,18 @@ def _pad_transpose(ct, x, v, *, padding_config):
 @pad_p.def_vmap
 def _pad_vmap(args, dims, *, padding_config):
     (x, v), (dx, dv) = args, dims
-    if dv is not None:
-        raise NotImplementedError("pad: a batched padding value is not supported under vmap")
-    return pad(_move_to_front(x, dx), v, ((0, 0, 0),) + padding_config), 0
+    config = ((0, 0, 0),) + padding_config
+    if dv is None:
+        return pad(_move_to_front(x, dx), v, config), 0
+    # a padding value per batch member: pad with zeros, then fill the padded positions
+    from mirax.ops.elementwise import select
+    size = aval_of(v).shape[dv]
+    xb = _move_to_front(x, dx) if dx is not None else broadcast_to(
+        x, (size,) + tuple(aval_of(x).shape))
+    kept = pad(full(xb.shape, True), False, config)   # True where x lands
+    out = pad(xb, 0, config)
+    vb = broadcast_in_dim(_move_to_front(v, dv), out.shape, (0,))
+    return select(kept, out, vb), 0
 
 
 # --- rev ----------------------------------------------------------------------------------

@@ -143,3 +143,14 @@ def test_jacobians_vs_jax():
     np.testing.assert_allclose(mx.hessian(lambda x: mnp.sum(f(x) ** 2))(x),
                                jax.hessian(lambda x: jax.numpy.sum(
                                    jax.numpy.tanh(x @ w) ** 2))(x), rtol=1e-4, atol=1e-5)
+
+
+def test_pad_with_a_batched_padding_value():
+    x, v = r(3, 4), r(3)
+    f = lambda x, v: mx.lax.pad(x, v, ((1, 2, 1),))
+    ref = np.stack([np.asarray(f(x[i], v[i])) for i in range(3)])
+    np.testing.assert_array_equal(mx.vmap(f)(x, v), ref)
+    ref0 = np.stack([np.asarray(f(x[0], v[i])) for i in range(3)])
+    np.testing.assert_array_equal(mx.vmap(f, in_axes=(None, 0))(x[0], v), ref0)
+    gv = mx.vmap(mx.grad(lambda x, v: mnp.sum(f(x, v) ** 2), argnums=1))(x, v)
+    np.testing.assert_allclose(gv, 2 * 6 * v, rtol=1e-6)   # 6 padded entries per row
