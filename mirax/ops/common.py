@@ -87,6 +87,13 @@ def float_operand(x, op: str):
     return x
 
 
+def same_shapes(op: str, xs, what: str = "operands") -> None:
+    """Raise if the operands differ in shape (stack, multi-operand sort, ...)."""
+    if len({tuple(x.shape) for x in xs}) > 1:
+        raise ValueError(f"{op}: {what} must share a shape, got "
+                         f"{', '.join(short(x) for x in xs)}")
+
+
 def normalize_axis(axis: int, ndim: int, op: str, x=None) -> int:
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")

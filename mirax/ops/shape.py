@@ -13,7 +13,8 @@ from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
-from mirax.ops.common import normalize_axes, normalize_axis, operand, short, static_shape
+from mirax.ops.common import (normalize_axes, normalize_axis, operand, same_shapes, short,
+                               static_shape)
 
 
 def _move_to_front(x, d):
@@ -424,9 +425,6 @@ def stack(xs, axis: int = 0):
     xs = [operand(x, "stack") for x in xs]
     if not xs:
         raise ValueError("stack: need at least one array")
-    shapes = {tuple(x.shape) for x in xs}
-    if len(shapes) > 1:
-        raise ValueError(f"stack: arrays must have one shape, got "
-                         f"{', '.join(short(x) for x in xs)}")
+    same_shapes("stack", xs, "arrays")
     axis = normalize_axis(axis, xs[0].ndim + 1, "stack", xs[0])
     return concatenate([expand_dims(x, axis) for x in xs], axis)

@@ -14,7 +14,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
-from mirax.ops.common import batch_size, normalize_axis, operand, short
+from mirax.ops.common import batch_size, normalize_axis, operand, same_shapes, short
 
 
 def _front(x, d, size=None):
@@ -140,10 +140,7 @@ def sort(operands, axis=-1, descending=False, num_keys=1):
     xs = [operand(x, "sort") for x in ([operands] if single else operands)]
     if not xs:
         raise ValueError("sort: need at least one operand")
-    shapes = {tuple(x.shape) for x in xs}
-    if len(shapes) > 1:
-        raise ValueError(f"sort: operands must share a shape, got "
-                         f"{', '.join(short(x) for x in xs)}")
+    same_shapes("sort", xs)
     if xs[0].ndim == 0:
         return xs[0] if single else xs
     axis = normalize_axis(axis, xs[0].ndim, "sort", xs[0])
