@@ -72,38 +72,33 @@ class StagingTracer(Tracer):
 class StagingTrace(Trace):
     def __init__(self, graph: Graph, arg_names=()):
         self.graph = graph
-        self.const_vars: dict[int, Var] = {}
+        # constants by id(); the values are kept alive so ids stay unique while tracing
+        self.const_vars: dict[int, tuple[Var, object]] = {}
         self.captured: list[Tracer] = []   # lower-level tracers, as extra inputs
         self.captured_vars: list[Var] = []
+        self._captured_index: dict[int, Var] = {}
         self.arg_names = arg_names
         self.producer: dict[Var, Node] = {}
 
-    def new_tracer(self, var: Var) -> StagingTracer:
-        return StagingTracer(self, var)
-
     def pure(self, val):
-        key = id(val)
-        var = self.const_vars.get(key)
-        if var is None:
-            if isinstance(val, Array):
-                buf, aval = val._buf, val.aval
-            else:
-                buf = np.asarray(val)
-                aval = aval_of(val)
-            var = Var(aval)
-            self.graph.consts[var] = buf
-            self.const_vars[key] = var
-            self._keepalive = getattr(self, "_keepalive", [])
-            self._keepalive.append(val)  # id() stays unique while the graph is built
+        known = self.const_vars.get(id(val))
+        if known is not None:
+            return StagingTracer(self, known[0])
+        if isinstance(val, Array):
+            buf, aval = val._buf, val.aval
+        else:
+            buf, aval = np.asarray(val), aval_of(val)
+        var = Var(aval)
+        self.graph.consts[var] = buf
+        self.const_vars[id(val)] = (var, val)
         return StagingTracer(self, var)
 
     def lift(self, tracer):
-        for t, v in zip(self.captured, self.captured_vars):
-            if t is tracer:
-                return StagingTracer(self, v)
-        var = Var(tracer.aval)
-        self.captured.append(tracer)
-        self.captured_vars.append(var)
+        var = self._captured_index.get(id(tracer))  # the tracer is held in self.captured
+        if var is None:
+            var = self._captured_index[id(tracer)] = Var(tracer.aval)
+            self.captured.append(tracer)
+            self.captured_vars.append(var)
         return StagingTracer(self, var)
 
     def process_primitive(self, prim, tracers, params):

@@ -373,9 +373,11 @@ def _bind2(p, x, y):
             if ty is Array:
                 by = y._buf
                 if bx.dtype == by.dtype and x._weak == y._weak:
-                    if bx.shape != by.shape:
-                        broadcast_shapes(p.name, x, y)  # a clear error, not NumPy's
-                    return Array(p.impl(bx, by), p.keeps_weak and x._weak)
+                    try:
+                        return Array(p.impl(bx, by), p.keeps_weak and x._weak)
+                    except Exception:  # the op's own error (shapes), as in eager()
+                        _trace.explain_failure(p, (x, y), {})
+                        raise
             elif (ty is float or ty is int) and bx.dtype.kind == "f" and not x._weak:
                 return Array(p.impl(bx, _scalar_buf(y, bx.dtype)), False)
         elif ty is Array and (tx is float or tx is int):
