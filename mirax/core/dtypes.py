@@ -146,9 +146,15 @@ def python_scalar_dtype(x) -> np.dtype:
     raise TypeError(f"not a Python scalar: {x!r}")
 
 
+def is_python_scalar(x) -> bool:
+    """A Python bool/int/float (weakly typed), not a NumPy scalar (np.float64 subclasses
+    float but keeps its dtype)."""
+    return isinstance(x, (bool, int, float)) and not isinstance(x, np.generic)
+
+
 def input_dtype(x) -> tuple[np.dtype, bool]:
     """dtype and weakness of a NumPy array, NumPy scalar or Python scalar as mirax sees it."""
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if is_python_scalar(x):
         return python_scalar_dtype(x), not isinstance(x, bool)
     d = np.dtype(x.dtype)
     if d not in SHORT_NAMES:

@@ -24,7 +24,7 @@ def operand(x, op: str = "op"):
     """An Array or Tracer for any array-like; Python scalars become weak arrays."""
     if isinstance(x, Operand):
         return x
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):  # np.float64 too
+    if dtypes.is_python_scalar(x):
         d = dtypes.python_scalar_dtype(x)
         return Array(_scalar_buf(x, d), not isinstance(x, bool))
     from mirax.ops.creation import asarray
@@ -70,7 +70,7 @@ def promote(op: str, *xs):
 
 def cast(x, dtype, weak=False, op="op"):
     """x as an operand of `dtype` (Python scalars convert without a primitive)."""
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if dtypes.is_python_scalar(x):
         return Array(_scalar_buf(x, dtype), weak)
     x = operand(x, op)
     if x.dtype == dtype:

@@ -10,7 +10,7 @@ from mirax.core.trace import Tracer
 
 def _host_array(obj) -> tuple[np.ndarray, bool]:
     """A NumPy array for obj and whether it is weakly typed (a Python scalar)."""
-    if isinstance(obj, (bool, int, float)) and not isinstance(obj, np.generic):
+    if dtypes.is_python_scalar(obj):
         d = dtypes.python_scalar_dtype(obj)
         return np.asarray(obj, d), not isinstance(obj, bool)
     if isinstance(obj, (np.ndarray, np.generic)):
