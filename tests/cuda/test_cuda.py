@@ -329,6 +329,146 @@ def test_fused_f16_and_int_chains():
     _close(mx.jit(g)(_cuda(i)), g(mx.asarray(i)))
 
 
+def _op_by_op():
+    return BE.report[("fusion", "op-by-op")]
+
+
+def _low(x, dtype):
+    return mx.asarray(np.asarray(x, np.float32)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fused_low_precision_elementwise(dtype):
+    """16-bit chains: one kernel, computed in float32 and rounded op by op like the CPU."""
+    def f(x, w, b):
+        y = mx.nn.gelu(x * w + b, approximate=True)
+        return y * mx.nn.sigmoid(x) - mnp.maximum(x, 0.0) / 3.0, (x * 2.0).astype("float32")
+    rng = _rng("fuse-low", dtype)
+    x, w = _low(rng.standard_normal((64, 33)), dtype), _low(rng.standard_normal(33), dtype)
+    b = _low(np.float32(0.25), dtype)
+    before, fused = _op_by_op(), _fused_count()
+    got = mx.jit(f)(_cuda(x), _cuda(w), _cuda(b))
+    assert _op_by_op() == before and _fused_count() > fused
+    want = f(x, w, b)  # NumPy / ml_dtypes, op by op
+    assert got[0].dtype == want[0].dtype and got[1].dtype == np.float32
+    _on_cuda(got)
+    _close(got, want, 1e-2, 1e-2)
+    xt = _cuda(np.ascontiguousarray(np.asarray(x).T)).T  # CuPy's indexed kernel path
+    assert not xt._buf.flags.c_contiguous
+    _close(mx.jit(f)(xt, _cuda(w), _cuda(b)), want, 1e-2, 1e-2)
+    from mirax.backends.cuda import codegen
+    assert not codegen.failures, codegen.failures
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_rounding_is_exact(dtype):
+    """add/mul/div/convert round to nearest even exactly as ml_dtypes / NumPy: ties, the
+    largest finite values (overflow to inf), subnormals, inf and NaN."""
+    info = mnp.finfo(dtype)
+    vals = np.array([1.0, 1.00390625, 1.01171875, 3.0, -7.5, float(info.max),
+                     float(info.tiny) / 4, float(info.tiny), 0.0, -0.0, np.inf, -np.inf, np.nan,
+                     1e-3, 65504.0, 123.456], np.float32)
+    x = _low(vals, dtype)
+    y = _low(np.roll(vals, 3) + 0.5, dtype)
+    z32 = mx.asarray(np.float32(np.pi) * vals)
+
+    def f(x, y, z):
+        return x * y + x, x / (y + 1.0), (z * 3.0).astype(dtype), x.astype("float32") * 0.1
+    got = [np.asarray(g) for g in mx.jit(f)(_cuda(x), _cuda(y), _cuda(z32))]
+    want = [np.asarray(w) for w in f(x, y, z32)]
+    for g, w in zip(got, want):  # NaN payloads differ (the GPU's NaN is canonical)
+        nan = np.isnan(w.astype(np.float32))
+        np.testing.assert_array_equal(np.isnan(g.astype(np.float32)), nan)
+        np.testing.assert_array_equal(g[~nan].view(np.uint16) if g.itemsize == 2 else g[~nan],
+                                      w[~nan].view(np.uint16) if w.itemsize == 2 else w[~nan])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_fused_low_precision_reductions(dtype):
+    def f(x):
+        return (mnp.sum(mnp.exp(x) * 2.0 + 1.0, axis=1), mnp.max(mnp.abs(x) - 1.0, axis=0),
+                mnp.mean(mnp.square(x.astype("float32"))), mnp.sum(x * x))
+    x = np.array(_low(_rng("red-low", dtype).standard_normal((37, 129)), dtype))
+    x[3, 5] = np.nan
+    before = _op_by_op()
+    got = mx.jit(f)(_cuda(x))
+    assert _op_by_op() == before
+    want = f(mx.asarray(x))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+    _close(got, want, 2e-2, 2e-2)
+    assert np.isnan(np.asarray(got[1])[5]) and np.isnan(np.asarray(got[0])[3])
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm", "rms_norm"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_row_kernels_low_precision(op, dtype):
+    rng = _rng("rows-low", op, dtype)
+    x32 = rng.standard_normal((6, 5, 300)).astype(np.float32) * 2
+    w32, b32 = rng.standard_normal(300).astype(np.float32), rng.standard_normal(300)
+    fns = {"softmax": lambda x, w, b: mx.nn.softmax(x),
+           "log_softmax": lambda x, w, b: mx.nn.log_softmax(x),
+           "layer_norm": lambda x, w, b: mx.nn.layer_norm(x, w, b),
+           "rms_norm": lambda x, w, b: mx.nn.rms_norm(x, w)}
+    fn = fns[op]
+    x, w, b = (_low(a, dtype) for a in (x32, w32, b32))
+    # the reference: float32 math on the rounded inputs, rounded once
+    want = fn(*(mx.asarray(np.asarray(a).astype(np.float32)) for a in (x, w, b))).astype(dtype)
+    got = mx.jit(fn)(_cuda(x), _cuda(w), _cuda(b))
+    assert got.dtype == want.dtype
+    tol = 1e-2 if dtype == "bfloat16" else 2e-3
+    _close(got, want, tol, tol)
+    _close(fn(_cuda(x), _cuda(w), _cuda(b)), want, tol, tol)
+
+
+def test_fused_integer_div_rem_shift():
+    def f(x, y):
+        return (mx.lax.div(x, y) + mx.lax.rem(x, y) * 3, mnp.left_shift(x, y),
+                mnp.right_shift(x, y) - x)
+    x = np.array([-7, 7, 5, -5, 2 ** 30, -1, 0, 9], np.int32)
+    y = np.array([2, -2, 0, 40, 3, 31, -1, 32], np.int32)
+    before = _op_by_op()
+    got = mx.jit(f)(_cuda(x), _cuda(y))
+    assert _op_by_op() == before
+    _close(got, f(mx.asarray(x), mx.asarray(y)))
+
+
+def test_bool_reductions_fused():
+    f = lambda x: (mnp.any(x > 0.5, axis=1), mnp.all(x > -2.0, axis=0))  # noqa: E731
+    x = _rng("bool").standard_normal((9, 11)).astype(np.float32)
+    _close(mx.jit(f)(_cuda(x)), f(mx.asarray(x)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_transformer_block_has_no_op_by_op_fusions(dtype):
+    """The benchmark's pre-LN block (forward + backward): every fusion node is a kernel."""
+    B, T, D, H = 2, 16, 32, 4
+    rng = _rng("block", dtype)
+    p = {k: _low(rng.standard_normal(s) * 0.2, dtype) for k, s in
+         [("w1", (D, 4 * D)), ("b1", (4 * D,)), ("w2", (4 * D, D)), ("wq", (D, D)),
+          ("wk", (D, D)), ("wv", (D, D)), ("wo", (D, D)), ("g", (D,)), ("b", (D,))]}
+    x = _low(rng.standard_normal((B, T, D)), dtype)
+
+    def loss(p, x):
+        h = mx.nn.layer_norm(x, p["g"], p["b"])
+        q, k, v = (mnp.reshape(h @ p[n], (B, T, H, D // H)) for n in ("wq", "wk", "wv"))
+        a = mx.nn.dot_product_attention(q, k, v, is_causal=True)
+        x = x + mnp.reshape(a, (B, T, D)) @ p["wo"]
+        h = mx.nn.layer_norm(x, p["g"], p["b"])
+        y = x + mx.nn.gelu(h @ p["w1"] + p["b1"], approximate=True) @ p["w2"]
+        return mnp.mean(mnp.square(y.astype("float32")))
+    before = _op_by_op()
+    val, g = mx.jit(mx.value_and_grad(loss))(_cuda(p), _cuda(x))
+    assert _op_by_op() == before
+    val0, g0 = mx.value_and_grad(loss)(p, x)
+    tol = 5e-2 if dtype == "bfloat16" else 1e-4
+    _close(val, val0, tol, tol)
+    for k in p:
+        scale = float(np.max(np.abs(np.asarray(g0[k]).astype(np.float32)))) + 1e-6
+        _close(np.asarray(g[k]).astype(np.float32) / scale,
+               np.asarray(g0[k]).astype(np.float32) / scale, tol, tol, what=k)
+
+
 def test_debug_prints_kernel_source(monkeypatch, capfd):
     monkeypatch.setenv("MIRAX_DEBUG", "3")
     f = mx.jit(lambda x: mnp.tanh(x * 1.7) + mnp.cos(x) * 0.1234567)

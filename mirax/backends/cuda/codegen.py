@@ -4,9 +4,14 @@ Where it sits: runtime.py lowers a planned Graph; each `fusion` node (compiler/f
 comes here. A chain of elementwise ops becomes one `cupy.ElementwiseKernel` (inputs
 broadcast by CuPy, values held in registers, one read of each input and one write of
 each output); a chain ending in a reduction becomes one `cupy.ReductionKernel` whose map
-step is the chain. 0-d constants are inlined as literals. f16 values are computed in
-float32 and rounded on store. Kernels are cached in memory by source, and CuPy caches
-the compiled binaries on disk by source hash. MIRAX_DEBUG=3 prints each source.
+step is the chain. 0-d constants are inlined as literals. Kernels are cached in memory by
+source, and CuPy caches the compiled binaries on disk by source hash. MIRAX_DEBUG=3 prints
+each source.
+
+float16 and bfloat16 are storage types only: kernels see their bits (`unsigned short`;
+CuPy kernels get uint16 views), compute in float32 and round each op's result to the
+storage type (round to nearest even), as NumPy's float16 loops and ml_dtypes' bfloat16
+ufuncs do op by op; reductions accumulate in float32 and round once.
 
 `Unsupported` means "no kernel for this": the runtime then runs the group op by op.
 
@@ -17,6 +22,7 @@ shuffles; one read and one write of the data.
 from __future__ import annotations
 
 import math
+import re
 import sys
 
 import cupy as cp
@@ -29,14 +35,74 @@ class Unsupported(Exception):
     pass
 
 
-_CTYPE = {
-    np.dtype(np.float16): "float", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+_CTYPE = {  # the type values are computed in
+    np.dtype(np.float16): "float", dtypes.bfloat16: "float",
+    np.dtype(np.float32): "float", np.dtype(np.float64): "double",
     np.dtype(np.bool_): "bool", np.dtype(np.int8): "signed char", np.dtype(np.int16): "short",
     np.dtype(np.int32): "int", np.dtype(np.int64): "long long",
     np.dtype(np.uint8): "unsigned char", np.dtype(np.uint16): "unsigned short",
     np.dtype(np.uint32): "unsigned int", np.dtype(np.uint64): "unsigned long long",
 }
-_PARAM = {d: np.dtype(d).name for d in _CTYPE}
+_PARAM = {d: np.dtype(d).name for d in _CTYPE}  # CuPy kernels' parameter types
+LOW = {np.dtype(np.float16): "h", dtypes.bfloat16: "bf"}  # 16-bit floats: storage bits only
+_PARAM.update({d: "uint16" for d in LOW})
+
+# bits <-> float for the 16-bit floats; mirax_r* rounds a float to the storage type and back.
+# bfloat16 from float: round to nearest even on the bits, NaN kept quiet (as ml_dtypes).
+HALF_PRELUDE = r"""
+__device__ __forceinline__ float mirax_h2f(unsigned short h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short mirax_f2h(float f) {
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float mirax_bf2f(unsigned short h) {
+  return __uint_as_float(((unsigned int)h) << 16);
+}
+__device__ __forceinline__ unsigned short mirax_f2bf(float f) {
+  const unsigned int u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ float mirax_rh(float f) { return mirax_h2f(mirax_f2h(f)); }
+__device__ __forceinline__ float mirax_rbf(float f) { return mirax_bf2f(mirax_f2bf(f)); }
+"""
+
+
+def storage(dtype) -> str:
+    """The C type of a buffer element (16-bit floats: their bits)."""
+    return "unsigned short" if np.dtype(dtype) in LOW else ctype(dtype)
+
+
+def load(dtype, expr: str) -> str:
+    """A stored element `expr` as the value computed with."""
+    d = np.dtype(dtype)
+    return f"mirax_{LOW[d]}2f({expr})" if d in LOW else f"(({ctype(d)}){expr})"
+
+
+def store(dtype, expr: str) -> str:
+    """A computed value `expr` as the element stored (rounded to nearest even)."""
+    d = np.dtype(dtype)
+    return f"mirax_f2{LOW[d]}({expr})" if d in LOW else expr
+
+
+def rounded(dtype, expr: str) -> str:
+    """`expr` rounded to `dtype` where that is a 16-bit float (each op's result is)."""
+    d = np.dtype(dtype)
+    return f"mirax_r{LOW[d]}({expr})" if d in LOW else expr
+
+
+_HELPERS = re.compile(r"\bmirax_(h2f|f2h|bf2f|f2bf|rh|rbf)\(")
+
+
+def prelude(src: str) -> str:
+    """The helper definitions `src` uses."""
+    return HALF_PRELUDE if _HELPERS.search(src) else ""
+
+
+def bits(buf):
+    """A CuPy buffer as CuPy kernels take it (16-bit floats as a uint16 view)."""
+    return buf.view(cp.uint16) if buf.dtype in LOW else buf
 
 
 def ctype(dtype) -> str:
@@ -130,7 +196,7 @@ def _binary(name, a, b, ct):
             return {"and": f"({a} && {b})", "or": f"({a} || {b})", "xor": f"({a} != {b})"}[name]
         return f"(({ct})({a} {dict(zip(('and', 'or', 'xor'), '&|^'))[name]} {b}))"
     if not _isfloat(ct):
-        raise Unsupported(f"{name} on {ct}")
+        return _int_binary(name, a, b, ct)
     if name == "div":
         return f"({a} / {b})"
     if name == "mul_strong":  # the strong-zero product of derivative rules: 0 * inf = 0
@@ -141,14 +207,28 @@ def _binary(name, a, b, ct):
     raise Unsupported(name)
 
 
+def _int_binary(name, a, b, ct):
+    """Integer ops with the reference impls' edge cases: division truncates and x / 0 = 0,
+    rem is C's (fmod's) with x % 0 = 0, shifts by a count outside [0, bits) give 0 (or -1
+    for a negative value shifted right), as NumPy."""
+    if ct == "bool":
+        raise Unsupported(f"{name} on bool")
+    if name in ("div", "rem"):
+        return f"({b} == 0 ? ({ct})0 : ({ct})({a} {'/' if name == 'div' else '%'} {b}))"
+    if name in ("shift_left", "shift_right"):
+        ok = f"(unsigned long long)({b}) < sizeof({ct}) * 8"
+        if name == "shift_left":
+            return f"({ok} ? ({ct})((unsigned long long)({a}) << {b}) : ({ct})0)"
+        return f"({ok} ? ({ct})({a} >> {b}) : ({ct})({a} < 0 ? -1 : 0))"
+    raise Unsupported(f"{name} on {ct}")
+
+
 def _convert(a, src, dst) -> str:
     src, dst = np.dtype(src), np.dtype(dst)
     ct = ctype(dst)
     if dst == np.bool_:
         return f"({a} != 0)"
-    if dst == np.float16:  # round through half precision
-        return f"((float)(float16)({a}))"
-    return f"(({ct})({a}))"
+    return rounded(dst, f"(({ct})({a}))")
 
 
 def node_expr(node, args: list[str]) -> str:
@@ -161,15 +241,15 @@ def node_expr(node, args: list[str]) -> str:
     if name == "select":
         return f"({args[0]} ? {args[1]} : {args[2]})"
     ct = ctype(node.inputs[0].aval.dtype)
+    if name == "nextafter" and out in LOW:  # the next 16-bit float, not the next float32
+        raise Unsupported(f"nextafter on {dtypes.short_name(out)}")
     if name in ew.UNARY_OPS:
         e = _unary(name, args[0], ct)
     elif name in ew.BINARY_OPS:
         e = _binary(name, args[0], args[1], ct)
     else:
         raise Unsupported(name)
-    if out == np.float16:  # each op rounds to half, as NumPy's float16 loops do
-        e = f"((float)(float16)({e}))"
-    return e
+    return rounded(out, e)  # each op rounds to a 16-bit float, as NumPy's loops do
 
 
 # --- fusion kernels ---------------------------------------------------------------------------
@@ -194,7 +274,7 @@ def _chain(sub, inline: dict, stop=None):
         else:
             params.append((i, v))
             names[v] = f"a{i}"
-            lines.append(f"const {ctype(v.aval.dtype)} a{i} = ({ctype(v.aval.dtype)})x{i};")
+            lines.append(f"const {ctype(v.aval.dtype)} a{i} = {load(v.aval.dtype, f'x{i}')};")
     for k, node in enumerate(sub.nodes):
         if node is stop:
             break
@@ -228,13 +308,14 @@ def elementwise_kernel(sub, inline: dict, outputs, name="fused"):
     for j, o in enumerate(outputs):
         if np.dtype(o.aval.dtype) not in _PARAM:
             raise Unsupported("output dtype")
-        lines.append(f"y{j} = {names[o]};")
+        lines.append(f"y{j} = {store(o.aval.dtype, names[o])};")
     in_decl = _param_decl(params)
     out_decl = ", ".join(f"{_PARAM[np.dtype(o.aval.dtype)]} y{j}" for j, o in enumerate(outputs))
     body = "\n".join(lines)
     kname = f"mirax_{name}"[:60]
+    pre = prelude(body)
     kern = _compiled("elementwise", f"{in_decl}|{out_decl}|{body}",
-                     lambda: cp.ElementwiseKernel(in_decl, out_decl, body, kname))
+                     lambda: cp.ElementwiseKernel(in_decl, out_decl, body, kname, preamble=pre))
     idx = [i for i, _ in params]
     shape = tuple(outputs[0].aval.shape)
     out_dtypes = [o.aval.dtype for o in outputs]
@@ -250,7 +331,8 @@ def elementwise_kernel(sub, inline: dict, outputs, name="fused"):
             except Exception as e:  # noqa: BLE001 - NVRTC refused it: the CuPy kernel
                 failures.append(f"{kname}: {type(e).__name__}: {str(e)[:300]}")
                 flat[0] = None
-        kern(*ins, *outs)  # strided inputs: CuPy's indexer handles any layout
+        # strided inputs: CuPy's indexer handles any layout
+        kern(*[bits(b) for b in ins], *[bits(o) for o in outs])
         return outs
     run.source = body
     return run
@@ -258,21 +340,19 @@ def elementwise_kernel(sub, inline: dict, outputs, name="fused"):
 
 def _flat_kernel(params, lines, names, outputs, shape, kname):
     """A raw kernel with flat indices, when every input is the full shape, a trailing
-    block of it (a bias over the last axes: index i % m) or one value, and no value is
-    half precision; None otherwise. It skips CuPy's per-element n-d index arithmetic."""
+    block of it (a bias over the last axes: index i % m) or one value; None otherwise. It
+    skips CuPy's per-element n-d index arithmetic."""
     n = int(np.prod(shape))
     itype = "int" if n < 2 ** 31 - 4096 else "long long"  # base + k * BLOCK never overflows
-    pre, loads, decl = [], [], []
+    pre, loads, decl, regs = [], [], [], []
     for i, v in params:
         vs = tuple(v.aval.shape)
         while vs and vs[0] == 1:
             vs = vs[1:]
-        if np.dtype(v.aval.dtype) in (np.dtype(np.float16), dtypes.bfloat16):
-            return None
-        ct = ctype(v.aval.dtype)
-        decl.append(f"const {ct}* __restrict__ x{i}")
+        dt = v.aval.dtype
+        decl.append(f"const {storage(dt)}* __restrict__ x{i}")
         if int(np.prod(vs)) == 1:  # one value: loaded once per thread
-            pre.append(f"const {ct} a{i} = x{i}[0];")
+            pre.append(f"const {ctype(dt)} a{i} = {load(dt, f'x{i}[0]')};")
             continue
         if vs == shape:
             at = "i"
@@ -280,18 +360,16 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
             at = f"i % ({itype}){int(np.prod(vs))}"
         else:
             return None
-        pre.append(f"{ct} r{i}[UNROLL];")
+        pre.append(f"{storage(dt)} r{i}[UNROLL];")
         loads.append(f"r{i}[k] = x{i}[{at}];")
+        regs.append(f"const {ctype(dt)} a{i} = {load(dt, f'r{i}[k]')};")
     for j, o in enumerate(outputs):
-        if np.dtype(o.aval.dtype) in (np.dtype(np.float16), dtypes.bfloat16):
-            return None
-        decl.append(f"{ctype(o.aval.dtype)}* __restrict__ y{j}")
+        decl.append(f"{storage(o.aval.dtype)}* __restrict__ y{j}")
     decl.append(f"const {itype} n")
     chain = [ln for ln in lines if ln.startswith("const ")  # the chain, minus loads & stores
              and not ln.split("=")[0].split()[-1].startswith("a")]
-    regs = [f"const {ctype(v.aval.dtype)} a{i} = r{i}[k];" for i, v in params
-            if f"r{i}[UNROLL]" in " ".join(pre)]
-    compute = regs + chain + [f"y{j}[i] = {names[o]};" for j, o in enumerate(outputs)]
+    compute = regs + chain + [f"y{j}[i] = {store(o.aval.dtype, names[o])};"
+                              for j, o in enumerate(outputs)]
     # Each thread handles UNROLL values BLOCK apart (coalesced), loading all of them before
     # computing any, so several loads are in flight per thread.
     loop = f"for (int k = 0; k < UNROLL; k++) {{\n    const {itype} i = base + k * BLOCK;\n" \
@@ -303,6 +381,7 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
            + "  #pragma unroll\n  " + loop + "".join(f"      {ln}\n" for ln in loads)
            + "    }\n  }\n  #pragma unroll\n  " + loop
            + "".join(f"      {ln}\n" for ln in compute) + "    }\n  }\n}\n")
+    src = prelude(src) + src
     kern = _kernels.get(("flat", src))
     if kern is None:
         _debug("flat elementwise", kname, src)
@@ -319,26 +398,14 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
 def reduction_kernel(sub, inline: dict, name="fused"):
     """A callable for a chain ending in one reduction whose result is the only output."""
     red = sub.nodes[-1]
-    expr_name, f_id, i_id = REDUCE[red.prim.name]
     src = red.inputs[0]
     lines, names, params = _chain(sub, inline, stop=red)
     if not params:
         raise Unsupported("no array input")
     dt = np.dtype(red.outputs[0].aval.dtype)
-    if dt == dtypes.bfloat16 or dt not in _PARAM:
+    if dt not in _PARAM:
         raise Unsupported("reduction dtype")
-    acc = "double" if dt == np.float64 else "float" if dt.kind == "f" else ctype(dt)
-    if dt.kind == "f":
-        inf = literal(np.inf, dt if dt != np.float16 else np.float32)
-        identity = {"0": "0", "1": "1", "-INF": f"(-{inf})", "INF": inf}[f_id]
-        reduce_expr = expr_name
-    else:
-        if dt == np.bool_:
-            raise Unsupported("bool reduction")
-        info = np.iinfo(dt)
-        lim = {"MIN": str(info.min), "MAX": str(info.max)}
-        identity = lim.get(i_id, i_id) + ("LL" if dt.kind == "i" else "ULL")
-        reduce_expr = expr_name.replace("isnan(a) || ", "")
+    acc, identity, reduce_expr = _reduction_op(red.prim.name, dt)
     tparams = ", ".join(f"typename T{i}" for i, _ in params)
     fargs = ", ".join(f"T{i} x{i}" for i, _ in params)
     preamble = (f"template <{tparams}>\n__device__ __forceinline__ {acc} mirax_map({fargs}) {{\n"
@@ -346,20 +413,42 @@ def reduction_kernel(sub, inline: dict, name="fused"):
                 + f"\n  return ({acc})({names[src]});\n}}\n")
     in_decl = _param_decl(params)
     call = f"mirax_map({', '.join(f'x{i}' for i, _ in params)})"
+    preamble = prelude(preamble + store(dt, "a")) + preamble
     out_decl = f"{_PARAM[dt]} y"
+    post = f"y = {store(dt, 'a')}" if dt in LOW else f"y = ({acc})a"
     kname = f"mirax_{name}"[:60]
     src_key = f"{in_decl}|{out_decl}|{preamble}// map: {call}; reduce: {reduce_expr}, {identity}"
     kern = _compiled("reduction", src_key, lambda:
-                     cp.ReductionKernel(in_decl, out_decl, call, reduce_expr, f"y = ({acc})a",
+                     cp.ReductionKernel(in_decl, out_decl, call, reduce_expr, post,
                                         identity, kname, reduce_type=acc, preamble=preamble))
     idx = [i for i, _ in params]
     shape = tuple(src.aval.shape)
     axes = tuple(red.params["axes"])
+    low = dt if dt in LOW else None
 
     def run(*bufs):
-        ins = [cp.broadcast_to(bufs[i], shape) for i in idx]
-        return [kern(*ins, axis=axes)]
+        out = kern(*[bits(cp.broadcast_to(bufs[i], shape)) for i in idx], axis=axes)
+        return [out.view(low) if low is not None else out]
     return run
+
+
+def _reduction_op(prim_name: str, dt) -> tuple[str, str, str]:
+    """(accumulator type, identity, reduce expression over a, b) of a reduction to dt.
+    16-bit floats accumulate in float32; max/min propagate NaN, as NumPy."""
+    expr, f_id, i_id = REDUCE[prim_name]
+    if dt.kind == "f" or dt in LOW:
+        acc = "double" if dt == np.float64 else "float"
+        inf = literal(np.inf, np.float64 if dt == np.float64 else np.float32)
+        return acc, {"0": "0", "1": "1", "-INF": f"(-{inf})", "INF": inf}[f_id], expr
+    if dt == np.bool_:  # max: any, min: all
+        if prim_name not in ("reduce_max", "reduce_min"):
+            raise Unsupported(f"{prim_name} of bool")
+        return ("bool", "false", "a || b") if prim_name == "reduce_max" else \
+            ("bool", "true", "a && b")
+    info = np.iinfo(dt)
+    lim = {"MIN": str(info.min), "MAX": str(info.max)}
+    return ctype(dt), lim.get(i_id, i_id) + ("LL" if dt.kind == "i" else "ULL"), \
+        expr.replace("isnan(a) || ", "")
 
 
 # --- row kernels (softmax, log_softmax, layer_norm, rms_norm over the last axis) -----------------
@@ -367,7 +456,10 @@ _ROW_COMMON = r"""
 #define BLOCK {block}
 #define ITEMS {items}
 #define D {d}
-typedef {t} T;
+typedef {t} T;  // computed in
+typedef {s} S;  // stored as
+#define LD(v) {ld}
+#define ST(v) {st}
 #define NEG_INF (-(T)__int_as_float(0x7f800000))
 #define EXP {exp}
 #define LOG {log}
@@ -411,7 +503,7 @@ __device__ T block_max(T v, T* sh) {{
 
 _ROW_BODY = {
     "softmax": r"""
-extern "C" __global__ void mirax_softmax(const T* __restrict__ x, T* __restrict__ y) {{
+extern "C" __global__ void mirax_softmax(const S* __restrict__ x, S* __restrict__ y) {{
   __shared__ T sh[32];
   const size_t base = (size_t)blockIdx.x * D;
   T v[ITEMS];
@@ -419,7 +511,7 @@ extern "C" __global__ void mirax_softmax(const T* __restrict__ x, T* __restrict_
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? x[base + j] : NEG_INF;
+    v[i] = j < D ? LD(x[base + j]) : NEG_INF;
     m = FMAX(m, v[i]);
   }}
   m = block_max(m, sh);
@@ -435,12 +527,12 @@ extern "C" __global__ void mirax_softmax(const T* __restrict__ x, T* __restrict_
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
-    if (j < D) y[base + j] = v[i] / s;
+    if (j < D) y[base + j] = ST(v[i] / s);
   }}
 }}
 """,
     "log_softmax": r"""
-extern "C" __global__ void mirax_log_softmax(const T* __restrict__ x, T* __restrict__ y) {{
+extern "C" __global__ void mirax_log_softmax(const S* __restrict__ x, S* __restrict__ y) {{
   __shared__ T sh[32];
   const size_t base = (size_t)blockIdx.x * D;
   T v[ITEMS];
@@ -448,7 +540,7 @@ extern "C" __global__ void mirax_log_softmax(const T* __restrict__ x, T* __restr
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? x[base + j] : NEG_INF;
+    v[i] = j < D ? LD(x[base + j]) : NEG_INF;
     m = FMAX(m, v[i]);
   }}
   m = block_max(m, sh);
@@ -464,13 +556,13 @@ extern "C" __global__ void mirax_log_softmax(const T* __restrict__ x, T* __restr
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
-    if (j < D) y[base + j] = v[i] - ls;
+    if (j < D) y[base + j] = ST(v[i] - ls);
   }}
 }}
 """,
     "layer_norm": r"""
-extern "C" __global__ void mirax_layer_norm(const T* __restrict__ x, const T* __restrict__ w,
-                                            const T* __restrict__ b, T* __restrict__ y, T eps) {{
+extern "C" __global__ void mirax_layer_norm(const S* __restrict__ x, const S* __restrict__ w,
+                                            const S* __restrict__ b, S* __restrict__ y, T eps) {{
   __shared__ T sh[32];
   const size_t base = (size_t)blockIdx.x * D;
   T v[ITEMS];
@@ -478,7 +570,7 @@ extern "C" __global__ void mirax_layer_norm(const T* __restrict__ x, const T* __
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? x[base + j] : (T)0;
+    v[i] = j < D ? LD(x[base + j]) : (T)0;
     s += v[i];
   }}
   const T mean = block_sum(s, sh) / D;
@@ -495,16 +587,16 @@ extern "C" __global__ void mirax_layer_norm(const T* __restrict__ x, const T* __
     const int j = threadIdx.x + i * BLOCK;
     if (j < D) {{
       T r = v[i] * inv;
-      if (HAS_W) r = r * w[j];
-      if (HAS_B) r = r + b[j];
-      y[base + j] = r;
+      if (HAS_W) r = r * LD(w[j]);
+      if (HAS_B) r = r + LD(b[j]);
+      y[base + j] = ST(r);
     }}
   }}
 }}
 """,
     "rms_norm": r"""
-extern "C" __global__ void mirax_rms_norm(const T* __restrict__ x, const T* __restrict__ w,
-                                          T* __restrict__ y, T eps) {{
+extern "C" __global__ void mirax_rms_norm(const S* __restrict__ x, const S* __restrict__ w,
+                                          S* __restrict__ y, T eps) {{
   __shared__ T sh[32];
   const size_t base = (size_t)blockIdx.x * D;
   T v[ITEMS];
@@ -512,7 +604,7 @@ extern "C" __global__ void mirax_rms_norm(const T* __restrict__ x, const T* __re
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? x[base + j] : (T)0;
+    v[i] = j < D ? LD(x[base + j]) : (T)0;
     q += v[i] * v[i];
   }}
   const T inv = (T)1 / SQRT(block_sum(q, sh) / D + eps);
@@ -521,8 +613,8 @@ extern "C" __global__ void mirax_rms_norm(const T* __restrict__ x, const T* __re
     const int j = threadIdx.x + i * BLOCK;
     if (j < D) {{
       T r = v[i] * inv;
-      if (HAS_W) r = r * w[j];
-      y[base + j] = r;
+      if (HAS_W) r = r * LD(w[j]);
+      y[base + j] = ST(r);
     }}
   }}
 }}
@@ -541,17 +633,21 @@ def row_geometry(d: int) -> tuple[int, int]:
 
 
 def row_kernel(op: str, dtype, d: int, has_w=False, has_b=False):
-    """The compiled row kernel for `op` on rows of `d` values, or Unsupported."""
-    if np.dtype(dtype) not in (np.dtype(np.float32), np.dtype(np.float64)):
+    """The compiled row kernel for `op` on rows of `d` values, or Unsupported. 16-bit
+    floats are computed in float32 and rounded once on store."""
+    dtype = np.dtype(dtype)
+    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)) and dtype not in LOW:
         raise Unsupported(f"{op} row kernel on {dtypes.short_name(dtype)}")
     block, items = row_geometry(d)
     if d == 0 or items > MAX_ITEMS:
         raise Unsupported(f"{op} row of {d}")
-    t = "float" if np.dtype(dtype) == np.float32 else "double"
+    t = ctype(dtype)
     src = (f"#define HAS_W {int(has_w)}\n#define HAS_B {int(has_b)}\n"
            + _ROW_COMMON.format(block=block, items=items, d=d, t=t, exp=_fn(t, "exp"),
-                                log=_fn(t, "log"), sqrt=_fn(t, "sqrt"), fmax=_fn(t, "fmax"))
+                                log=_fn(t, "log"), sqrt=_fn(t, "sqrt"), fmax=_fn(t, "fmax"),
+                                s=storage(dtype), ld=load(dtype, "(v)"), st=store(dtype, "(v)"))
            + _ROW_BODY[op].format())
+    src = prelude(src) + src
     kern = _kernels.get(("row", src))
     if kern is None:
         _debug("row kernel", op, src)

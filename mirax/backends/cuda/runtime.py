@@ -370,7 +370,7 @@ def row_impl(prim, op):
         if rows == 0:
             return y
         extra = [cp.ascontiguousarray(b.astype(x.dtype, copy=False)) for b in bufs[1:]]
-        eps = x.dtype.type(params.get("eps", 0))
+        eps = (np.float64 if x.dtype == np.float64 else np.float32)(params.get("eps", 0))
         if op in ("softmax", "log_softmax"):
             kern((rows,), (block,), (x, y))
         elif op == "layer_norm":
