@@ -1,4 +1,5 @@
-"""CPU cache-blocked fusion (backends/cpu/blocked.py): values equal the unfused plan's."""
+"""CPU cache-blocked fusion (backends/cpu/blocked.py): values equal the unfused plan's.
+Compiled loops (loops.py, numba) are off here; tests/compiler/test_loops.py has them."""
 import types
 
 import numpy as np
@@ -11,6 +12,12 @@ from mirax.backends.cpu import blocked
 from mirax.compiler import optimize
 
 UNFUSED = types.SimpleNamespace(fuses=False, writes_into=cpu_backend.writes_into)
+
+
+@pytest.fixture(autouse=True)
+def numpy_only(monkeypatch):
+    """These tests are about the NumPy path: compiled loops (loops.py) off."""
+    monkeypatch.setenv("MIRAX_NUMBA", "0")
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ MIN_SIZE = 1 << 15   # claim only groups with at least this many elements ...
 MIN_OPS = 3          # ... and this many elementwise ops
 MAX_ROW = 4 * BLOCK  # row mode: rows longer than this would make chunks too big
 
-_REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum,
+REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum,
            "reduce_prod": np.multiply}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
@@ -43,11 +43,11 @@ def _dtype_ref(env: dict, dtype) -> str:
     return name
 
 
-def _shape(members) -> tuple:
+def group_shape(members) -> tuple:
     return tuple(members[0].outputs[0].aval.shape)
 
 
-def _externals(members) -> list:
+def externals(members) -> list:
     made = {o for n in members for o in n.outputs}
     ins: dict = {}
     for n in members:
@@ -104,12 +104,12 @@ def _in_kind(a, shape, k):
     return None
 
 
-def _layout(members, ins) -> Layout | None:
+def layout(members, ins) -> Layout | None:
     """The flat layout when it fits, else the (L, R) split with the shortest rows that
     every input and reduction fits; None when none does."""
-    shape = _shape(members)
+    shape = group_shape(members)
     nd = len(shape)
-    reds = [n for n in members if n.prim.name in _REDUCE]
+    reds = [n for n in members if n.prim.name in REDUCE]
     for k in range(nd, 0, -1):
         kinds = {v: _in_kind(v.aval, shape, k) for v in ins}
         rk = {n.outputs[0]: _axes_kind(n.params["axes"], nd, k) for n in reds}
@@ -126,21 +126,25 @@ def _layout(members, ins) -> Layout | None:
 
 
 def accepts(members) -> bool:
-    """Whether the CPU runs this fusion group blocked (else it stays unfused): enough
-    elements and ops, and values passed between members (else nothing stays in cache)."""
-    shape = _shape(members)
+    """Whether the CPU runs this fusion group fused (else it stays unfused): as a compiled
+    loop where loops.py takes it, else blocked, with enough elements and ops and values
+    passed between members (else nothing stays in cache)."""
+    from mirax.backends.cpu import loops
+    if loops.eligible(members):
+        return True
+    shape = group_shape(members)
     if math.prod(shape) < MIN_SIZE:
         return False
-    if sum(n.prim.name not in _REDUCE for n in members) < MIN_OPS:
+    if sum(n.prim.name not in REDUCE for n in members) < MIN_OPS:
         return False
     made = {n.outputs[0] for n in members}
     if sum(v in made for n in members for v in n.inputs) < MIN_OPS - 1:
         return False
     for n in members:
-        if n.prim.name in _REDUCE and (np.dtype(n.inputs[0].aval.dtype) not in _FLOATS
+        if n.prim.name in REDUCE and (np.dtype(n.inputs[0].aval.dtype) not in _FLOATS
                                        or tuple(n.inputs[0].aval.shape) != shape):
             return False
-    return _layout(members, _externals(members)) is not None
+    return layout(members, externals(members)) is not None
 
 
 def _einsum_muls(members, outs, lay) -> dict:
@@ -168,7 +172,7 @@ def compile_fusion(node):
     from mirax.backends.cpu.lower import ufunc_of
     sub = node.params["graph"]
     members, ins, outs = sub.nodes, list(sub.inputs), list(sub.outputs)
-    lay = _layout(members, ins)
+    lay = layout(members, ins)
     shape, step, n = lay.shape, lay.rows, lay.n
     chunk = (step,) if lay.flat else (step, lay.R)
     full_view = "(-1)" if lay.flat else f"({lay.L}, {lay.R})"
@@ -216,13 +220,13 @@ def compile_fusion(node):
             if last.get(v) == k and names.get(v, "").startswith("t"):
                 free.setdefault(np.dtype(v.aval.dtype), []).append(names[v])
         name, o = m.prim.name, m.outputs[0]
-        if name in _REDUCE:
+        if name in REDUCE:
             r = f"r{len(results)}"
             kind = lay.reds[o]
             size = {"all": (), "lead": (lay.R,), "trail": (lay.L,)}[kind]
             head.append(f"{r} = _np.empty({size}, {_dtype_ref(env, o.aval.dtype)})")
             results[o] = f"{r}.reshape({tuple(o.aval.shape)})"
-            u = _REDUCE[name]
+            u = REDUCE[name]
             env[f"_{u.__name__}"] = u
             if k in pairs:
                 ij = "i" if lay.flat else "ij"

@@ -85,8 +85,9 @@ def _dot_general(node):
 
 
 def _fusion(node):
-    from mirax.backends.cpu.blocked import compile_fusion
-    return compile_fusion(node)
+    from mirax.backends.cpu import blocked, loops
+    members = node.params["graph"].nodes
+    return (loops if loops.eligible(members) else blocked).compile_fusion(node)
 
 
 _SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion}

@@ -1,0 +1,202 @@
+"""Compiled loops for fusion nodes on the CPU, through numba (an optional dependency).
+
+blocked.py runs a fusion node as NumPy ufunc calls over cache-sized chunks: every op still
+reads and writes a temporary. Here the same group becomes one generated loop nest that
+numba compiles: each element goes through the whole chain in registers, and the group's
+inputs and outputs are touched once. It is used only where it measures faster, which is
+decided by the ops in the group:
+- arithmetic, comparisons, select, converts, sqrt (LLVM vectorizes these loops): the Adam
+  update runs 4x faster than blocked (0.6 vs 2.4 ms on 400k f32 elements, one thread);
+- exp, log, tanh and the other transcendental functions are not taken: numba calls scalar
+  libm for them, 3x (exp) to 60x (tanh) slower than NumPy's SIMD loops;
+- reductions only over the leading axes (bias gradients: `acc[j] += x[i, j]`, the order
+  NumPy's axis-0 sum uses); row and full reductions stay with NumPy's pairwise sums.
+
+Layout is blocked.py's: values of shape S are viewed as (L, R) (flat groups as one row,
+(1, size), so that the inner loop is the long one), every outside input is `full`
+(indexed [i, j]), `lead` ([j]), `trail` ([i]) or `one` ([0]). The loop bounds are
+arguments, so one compiled kernel serves every shape with the same structure (Adam on
+every layer's weights and biases). Elementwise results equal the unfused plan's bit for
+bit (IEEE ops, no fast-math contraction). Kernels are cached in memory and, compiled, on
+disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source hash; MIRAX_NUMBA=0 turns the
+path off. MIRAX_DEBUG=3 prints the source.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_BOOL = np.dtype(np.bool_)
+
+# Scalar expressions of the primitives taken; arguments are {0}, {1}, {2}.
+_FLOAT_OPS = {
+    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})",
+    "div": "({0} / {1})", "neg": "(-{0})", "max": "_np.maximum({0}, {1})",
+    "min": "_np.minimum({0}, {1})", "abs": "_np.abs({0})", "sign": "_np.sign({0})",
+    "sqrt": "_np.sqrt({0})", "mul_strong": "_mul_strong({0}, {1})",
+}
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
+
+MIN_SIZE = 1 << 12   # elements: below this the call costs more than the unfused ops
+MIN_OPS = 2
+
+_numba = None
+_kernels: dict = {}
+
+
+def available() -> bool:
+    global _numba
+    if os.environ.get("MIRAX_NUMBA", "1") == "0":
+        return False
+    if _numba is None:
+        try:
+            import numba
+            _numba = numba
+        except ImportError:
+            _numba = False
+    return _numba is not False
+
+
+def _expr(node, args) -> str | None:
+    """The scalar expression of one member, or None where the loop would not win."""
+    name = node.prim.name
+    ins = [np.dtype(v.aval.dtype) for v in node.inputs]
+    out = np.dtype(node.outputs[0].aval.dtype)
+    if name in _FLOAT_OPS and not node.params and all(d in _FLOATS for d in ins):
+        return _FLOAT_OPS[name].format(*args)
+    if name in _COMPARE and all(d in _FLOATS for d in ins):
+        return f"({args[0]} {_COMPARE[name]} {args[1]})"
+    if name in _BOOL_OPS and all(d == _BOOL for d in ins):
+        return _BOOL_OPS[name].format(*args)
+    if name == "select" and ins[0] == _BOOL and ins[1] in _FLOATS:
+        return f"({args[1]} if {args[0]} else {args[2]})"
+    if name == "is_finite" and ins[0] in _FLOATS:
+        return f"_np.isfinite({args[0]})"
+    if name == "convert_element_type" and (ins[0] in _FLOATS or ins[0] == _BOOL):
+        if out in _FLOATS:
+            return f"_np.{out.name}({args[0]})"
+        if out == _BOOL:
+            return f"({args[0]} != 0)"
+    return None
+
+
+def eligible(members) -> bool:
+    """Whether the group runs as a compiled loop (numba present, every op taken, only
+    leading-axis reductions, big enough)."""
+    from mirax.backends.cpu.blocked import REDUCE, externals, group_shape, layout
+    if not available() or math.prod(group_shape(members)) < MIN_SIZE:
+        return False
+    if sum(n.prim.name not in REDUCE for n in members) < MIN_OPS:
+        return False
+    for n in members:
+        if n.prim.name in REDUCE:
+            if n.prim.name != "reduce_sum" or \
+                    np.dtype(n.inputs[0].aval.dtype) not in _FLOATS:
+                return False
+        elif _expr(n, ["a", "b", "c"]) is None:
+            return False
+    lay = layout(members, externals(members))
+    return lay is not None and all(k == "lead" for k in lay.reds.values())
+
+
+def source(members, ins, outs, lay) -> str:
+    """The loop nest: `kernel(L, R, i0, ..., o0, ...)`; outside inputs are 2-d (L, R)
+    views or 1-d vectors, elementwise outputs (L, R), leading-axis sums (R,)."""
+    from mirax.backends.cpu.blocked import REDUCE
+    name = {v: f"i{j}" for j, v in enumerate(ins)}
+    load = {"full": "{}[i, j]", "lead": "{}[j]", "trail": "{}[i]", "one": "{}[0]"}
+    val = {v: load[lay.ins[v]].format(name[v]) for v in ins}
+    out_pos = {v: j for j, v in enumerate(outs)}
+    init, body = [], []
+    for k, m in enumerate(members):
+        o = m.outputs[0]
+        if m.prim.name in REDUCE:
+            acc = f"o{out_pos[o]}"
+            init.append(f"{acc}[:] = 0")
+            body.append(f"{acc}[j] += {val[m.inputs[0]]}")
+            continue
+        body.append(f"v{k} = {_expr(m, [val[v] for v in m.inputs])}")
+        val[o] = f"v{k}"
+        if o in out_pos:
+            body.append(f"o{out_pos[o]}[i, j] = v{k}")
+    args = ", ".join(["L", "R"] + [name[v] for v in ins] + [f"o{j}" for j in range(len(outs))])
+    lines = [f"def kernel({args}):", *("    " + ln for ln in init),
+             "    for i in range(L):", "        for j in range(R):",
+             *("            " + ln for ln in body)]
+    return "\n".join(lines) + "\n"
+
+
+_PRELUDE = '''import numpy as _np
+import numba as _nb
+
+
+@_nb.njit(inline="always")
+def _mul_strong(g, d):
+    r = g * d
+    if r != r and g == 0:
+        return g - g
+    return r
+
+
+'''
+
+
+def _compiled(src: str):
+    """The numba dispatcher for `src`, from memory, the disk cache, or a fresh compile."""
+    key = hashlib.sha256(src.encode()).hexdigest()[:20]
+    fn = _kernels.get(key)
+    if fn is not None:
+        return fn
+    text = _PRELUDE + '@_nb.njit(cache=__CACHE__, error_model="numpy")\n' + src
+    root = Path(os.environ.get("MIRAX_CACHE_DIR", Path.home() / ".cache" / "mirax")) / "loops"
+    path = root / f"k_{key}.py"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text.replace("__CACHE__", "True"))
+            os.replace(tmp, path)
+        spec = importlib.util.spec_from_file_location(f"mirax_loop_{key}", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod   # numba's disk cache finds the module by name
+        spec.loader.exec_module(mod)
+    except OSError:   # no writable cache: compile from memory (no disk cache)
+        mod = type(sys)(f"mirax_loop_{key}")
+        code = compile(text.replace("__CACHE__", "False"), f"<mirax loop {key}>", "exec")
+        exec(code, mod.__dict__)
+    _kernels[key] = mod.kernel
+    return mod.kernel
+
+
+def compile_fusion(node):
+    """The kernel of one eligible fusion node: allocates the outputs and runs the loop."""
+    from mirax.backends.cpu.blocked import REDUCE, externals, layout
+    sub = node.params["graph"]
+    members, ins, outs = sub.nodes, list(sub.inputs), list(sub.outputs)
+    lay = layout(members, externals(members))
+    src = source(members, ins, outs, lay)
+    from mirax.compiler.pipeline import debug_level
+    if debug_level() >= 3:
+        print(f"# --- compiled CPU loop {node.params['name']} ---\n{src}", file=sys.stderr)
+    kernel = _compiled(src)
+    L, R = (1, lay.L) if lay.flat else (lay.L, lay.R)   # flat: one row, the inner loop
+    view = {"full": (L, R), "lead": (R,), "trail": (L,), "one": (1,)}
+    in_shapes = [view[lay.ins[v]] for v in ins]
+    red = {n.outputs[0] for n in members if n.prim.name in REDUCE}   # (R,) sums
+    out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
+                 for o in outs]
+
+    def run(*bufs):
+        xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
+        ys = [np.empty(s, d) for s, d, _ in out_specs]
+        kernel(L, R, *xs, *ys)
+        return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
+    return run

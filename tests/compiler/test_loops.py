@@ -1,0 +1,161 @@
+"""CPU compiled loops for fusion nodes (backends/cpu/loops.py, numba): which groups they
+take, and values equal to the unfused plan's."""
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import mirax as mx
+import mirax.numpy as mnp
+from mirax.backends import cpu_backend
+from mirax.backends.cpu import loops
+from mirax.compiler import optimize
+from mirax.ops.elementwise import mul_strong
+
+pytest.importorskip("numba")
+
+UNFUSED = types.SimpleNamespace(fuses=False, writes_into=cpu_backend.writes_into)
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIRAX_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("MIRAX_NUMBA", raising=False)
+    return tmp_path
+
+
+def _plans(f, *args):
+    g = mx.make_graph(f)(*(mx.asarray(a) for a in args))
+    fused = optimize(g, cpu_backend)
+    fused.typecheck()
+    loops_run = [n for n in fused.nodes if n.prim.name == "fusion"
+                 and loops.eligible(n.params["graph"].nodes)]
+    got = cpu_backend.compile(fused)(*args)
+    want = cpu_backend.compile(optimize(g, UNFUSED))(*args)
+    return len(loops_run), got, want
+
+
+def _bitwise(f, *args, n_loops=1):
+    n, got, want = _plans(f, *args)
+    assert n == n_loops
+    for a, b in zip(got, want):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    return got
+
+
+def adam(p, g, m, v):
+    m = 0.9 * m + 0.1 * g
+    v = 0.999 * v + 0.001 * (g * g)
+    return p - 1e-3 * (m / 0.1) / (mnp.sqrt(v / 0.001) + 1e-8), m, v
+
+
+@pytest.mark.parametrize("shape", [(300, 70), (5000,), (2, 3, 1000)])
+def test_adam_update_is_bitwise_equal(shape):
+    p, g, m = (RNG.normal(size=shape).astype(np.float32) for _ in range(3))
+    v = np.abs(RNG.normal(size=shape)).astype(np.float32)
+    _bitwise(adam, p, g, m, v)
+
+
+def test_one_kernel_serves_every_shape():
+    loops._kernels.clear()
+    for shape in [(4096,), (64, 80), (8, 9, 100)]:
+        args = [RNG.normal(size=shape).astype(np.float32) for _ in range(4)]
+        args[3] = np.abs(args[3])
+        _bitwise(adam, *args)
+    assert len(loops._kernels) == 1
+
+
+def test_bias_rows_columns_and_leading_sums():
+    x = RNG.normal(size=(128, 96)).astype(np.float32)
+    b = RNG.normal(size=96).astype(np.float32)
+    c = RNG.normal(size=(128, 1)).astype(np.float32)
+
+    def f(x, b, c):
+        h = mnp.maximum(x + b, 0.0) * c - 1.0
+        return h, mnp.sum(h * (x > 0), axis=0)
+    _bitwise(f, x, b, c)
+
+
+def test_masks_selects_casts_and_special_values():
+    x = RNG.normal(size=(70, 90)).astype(np.float32)
+    x[0, :6] = [0.0, -0.0, np.inf, -np.inf, np.nan, -1.0]
+    y = RNG.normal(size=(70, 90)).astype(np.float32)
+    y[0, :6] = [0.0, np.nan, 0.0, 2.0, 1.0, 0.0]
+
+    def f(x, y):
+        both = (x > y) | ~(x <= 0.5)
+        z = mnp.where(both, x / y, mnp.sqrt(x) - y)
+        w = mnp.maximum(z, y) + mnp.minimum(x, z) * mnp.abs(y) + mnp.sign(x)
+        return w, mnp.isfinite(w).astype(np.float32) + (x == y), mul_strong(y, x / y)
+    _bitwise(f, x, y)
+
+
+def test_float64_and_noncontiguous_inputs():
+    x, y = RNG.normal(size=(96, 80)), RNG.normal(size=(160, 96))
+    _bitwise(lambda x, y: (x * 2.0 - y) / (y * y + 1.0), x.T, y[::2])
+
+
+def test_transcendental_groups_stay_with_numpy():
+    x = RNG.normal(size=(128, 512)).astype(np.float32)
+    n, got, want = _plans(lambda x: mnp.tanh(x * 2.0 + 1.0) * x - 3.0, x)
+    assert n == 0
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_row_and_full_sums_stay_with_numpy():
+    x = RNG.normal(size=(128, 512)).astype(np.float32)
+    for axis in (1, None):
+        n, got, want = _plans(lambda x: mnp.sum((x * 2.0 + 1.0) * x, axis=axis), x)
+        assert n == 0
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+
+
+def test_off_switch_and_small_groups(monkeypatch):
+    x = RNG.normal(size=8192).astype(np.float32)
+    assert _plans(lambda x: x * 2.0 + 1.0, x)[0] == 1
+    assert _plans(lambda x: x * 2.0 + 1.0, x[:100])[0] == 0
+    monkeypatch.setenv("MIRAX_NUMBA", "0")
+    assert _plans(lambda x: x * 2.0 + 1.0, x)[0] == 0
+
+
+def test_jit_grad_step_matches_eager():
+    w = RNG.normal(size=(256, 64)).astype(np.float32) * 0.1
+    x = RNG.normal(size=(32, 256)).astype(np.float32)
+
+    def step(w, m, v):
+        g = mx.grad(lambda w: mnp.sum(mnp.maximum(x @ w, 0.0) ** 2))(w)
+        return adam(w, g, m, v)
+    z = np.zeros_like(w)
+    got, want = mx.jit(step)(w, z, z), step(w, z, z)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
+
+
+def test_compiled_kernels_load_from_the_disk_cache(cache_dir):
+    x = RNG.normal(size=5000).astype(np.float32)
+    _bitwise(lambda x: x * 3.0 - 1.0 / (x * x + 1.0), x)
+    assert list(cache_dir.glob("loops/k_*.py"))
+    assert list(cache_dir.glob("loops/__pycache__/*.nbi"))   # numba's compiled cache
+    code = ("import numpy as np, mirax as mx, mirax.numpy as mnp\n"
+            "from mirax.backends.cpu import loops\n"
+            "x = np.linspace(-2, 2, 5000, dtype=np.float32)\n"
+            "y = mx.jit(lambda x: x * 3.0 - 1.0 / (x * x + 1.0))(x)\n"
+            "assert np.array_equal(np.asarray(y), x * np.float32(3) - "
+            "np.float32(1) / (x * x + np.float32(1)))\n"
+            "assert len(loops._kernels) == 1\n")
+    env = {"MIRAX_CACHE_DIR": str(cache_dir), "PATH": ""}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_unwritable_cache_compiles_in_memory(monkeypatch, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("MIRAX_CACHE_DIR", str(blocker))   # a file: no directory there
+    loops._kernels.clear()
+    x = RNG.normal(size=5000).astype(np.float32)
+    _bitwise(lambda x: x * 5.0 + 2.0, x)
