@@ -6,9 +6,10 @@ Two kinds, both computing what the reference impl computes:
   worked out once; the BLAS calls are the reference impl's, so results are bitwise equal;
   a contraction of size 1 is an outer product, one einsum, also exact; fusion: the
   cache-blocked loop of blocked.py).
-- `NATIVE[name]`: a faster kernel for any call (eager too). index_add scatters each block
-  of rows into the flat output with one 1-d `np.add.at` (NumPy's fast path; the same
-  index-order accumulation, so bitwise equal to the reference). gelu (tanh form) and its
+- `NATIVE[name]`: a faster kernel for any call (eager too). index_add scatters rows with a
+  numba loop where numba is present (_rows.py), else each block of rows into the flat
+  output with one 1-d `np.add.at` (NumPy's fast path); both accumulate in index order,
+  bitwise equal to the reference. gelu (tanh form) and its
   backward run in cache-sized blocks with in-place temporaries (equal up to rounding).
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
@@ -122,6 +123,12 @@ def _index_add(x, idx, *, num_rows):
         return _index_add_impl(x, idx, num_rows=num_rows)
     _np_check(idx, num_rows, "index_add")
     row = math.prod(x.shape[1:])
+    from mirax.backends.cpu import loops
+    if loops.available():
+        from mirax.backends.cpu._rows import scatter_add_rows
+        out = np.zeros((num_rows, row), x.dtype)
+        scatter_add_rows(np.ascontiguousarray(x).reshape(-1, row), idx, out)
+        return out.reshape((num_rows,) + x.shape[1:])
     out = np.zeros(num_rows * row, x.dtype)
     flat_x = np.ascontiguousarray(x).reshape(-1)
     it = np.int32 if num_rows * row < 2 ** 31 else np.int64
