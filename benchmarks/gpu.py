@@ -472,8 +472,9 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
 # --- attention alone ------------------------------------------------------------------------------
 def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
     """Causal attention forward + backward, q, k, v [8, 1024, 16, 64]: mirax's kernels
-    (jit of value_and_grad) against torch's F.scaled_dot_product_attention (flash / memory-
-    efficient kernels) and JAX's jax.nn.dot_product_attention."""
+    (jit of value_and_grad; as the rule picks them, and each path forced) against torch's
+    F.scaled_dot_product_attention (flash / memory-efficient kernels) and JAX's
+    jax.nn.dot_product_attention."""
     torch, jax = peers.torch, peers.jax
     B, T, H, Dh = (2, 256, 4, 64) if quick else (8, 1024, 16, 64)
     qkv = [rng.standard_normal((B, T, H, Dh), dtype=np.float32) for _ in range(3)]
@@ -487,17 +488,24 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
     mf = mx.jit(mx.value_and_grad(mloss, argnums=(0, 1, 2)))
     mfwd = mx.jit(lambda q, k, v: mx.nn.dot_product_attention(q, k, v, is_causal=True))
 
-    def tpr4():
-        def run():  # 4 threads per query row (32 rows a block, half the registers)
-            os.environ["MIRAX_CUDA_ATTN_TPR"] = "4"
+    def forced(path, fwd_only=False):
+        """The kernels of one path (attention.path's rule overridden): the data for the rule."""
+        from mirax.backends.cuda import attention
+        f = mx.jit(mloss if fwd_only else mx.value_and_grad(mloss, argnums=(0, 1, 2)))
+
+        def run():
+            attention.force_path = path
             try:
-                mf(*mq)
+                f(*mq)
             finally:
-                os.environ.pop("MIRAX_CUDA_ATTN_TPR")
+                attention.force_path = None
         return run, csync
     impls = {"mirax jit": lambda: ((lambda: mf(*mq)), csync),
-             "mirax jit (TPR 4)": tpr4,
              "mirax forward only": lambda: ((lambda: mfwd(*mq)), csync)}
+    for path in ("simt", "blas") + (() if dtype == "float32" else ("tc",)):
+        impls[f"mirax jit ({path})"] = (lambda p: lambda: forced(p))(path)
+    if dtype == "float32":
+        impls["mirax forward only (blas)"] = lambda: forced("blas", fwd_only=True)
     if torch:
         tq = [torch.from_numpy(a).cuda().to(getattr(torch, dtype)).transpose(1, 2)
               .requires_grad_(True) for a in qkv]

@@ -2,7 +2,10 @@
 composite on the CPU: forward values and the gradients of q, k, v and bias, for every
 option (causal, sliding window, boolean mask, additive bias, scale, cross attention,
 head dims that need padding) in float32, float16 and bfloat16; fully masked rows; jit
-and eager; the fallback for what the kernels do not cover.
+and eager; the fallback for what the kernels do not cover. The default rule runs f16/bf16
+on the tensor-core kernels and float32 on the CUDA-core ones; every case also runs forced
+through the other paths (cuBLAS + row kernels, CUDA cores for f16/bf16), and shapes that
+span several tensor-core tiles (odd lengths, head dims 16 to 128) run on all paths.
 
 Skipped cleanly without CuPy or without a GPU.
 """
@@ -24,6 +27,7 @@ if _ngpu == 0:
 import mirax as mx  # noqa: E402
 from mirax import backends  # noqa: E402
 from mirax.backends.cuda import attention  # noqa: E402
+from mirax.core import dtypes  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 BE = backends.get_device("cuda").backend
@@ -117,9 +121,57 @@ def _check(got, want, dtype, what):
     np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=what)
 
 
+# shapes across several tensor-core tiles (64 rows, 64 keys): odd lengths, partial tiles on
+# the causal diagonal, head dims 16 .. 128
+TILE_CASES = [
+    _case("tc_d64_causal_odd", B=1, T=193, H=2, D=64, causal=True),
+    _case("tc_d128_cross", B=1, T=70, S=131, H=2, D=128),
+    _case("tc_d32_window_mask", B=1, T=150, H=2, D=32, window=(40, 7), mask="bcast"),
+    _case("tc_d80_bias_causal", B=1, T=129, H=1, D=80, Dv=48, causal=True, bias="full"),
+    _case("tc_d16_cross_causal", B=2, T=100, S=67, H=1, D=16, causal=True),
+    _case("tc_d96_scale", B=1, T=65, H=3, D=96, Dv=128, scale=0.05),
+]
+_FAST = {"all", "cross_causal_mask", "pad_dims", "bias_bcast", "window", "tc_d64_causal_odd",
+         "tc_d128_cross"}  # the rest of the forced-path cases are marked slow
+
+
+def _forced_params():
+    """(case, path, dtype): float32 through cuBLAS, f16/bf16 through cuBLAS and CUDA cores."""
+    out = []
+    for c in CASES + TILE_CASES:
+        marks = () if c.id in _FAST else (pytest.mark.slow,)
+        for dtype, paths in (("float32", ["blas"]), ("bfloat16", ["blas", "simt"]),
+                             ("float16", ["blas", "simt"])):
+            out += [pytest.param(c.values[0], p, dtype, id=f"{c.id}-{p}-{dtype}", marks=marks)
+                    for p in paths]
+    return out
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("c", CASES)
+@pytest.mark.parametrize("c", CASES + TILE_CASES)
 def test_kernel_matches_composite(c, dtype):
+    _compare(c, dtype)
+
+
+@pytest.mark.parametrize("c,path,dtype", _forced_params())
+def test_forced_path_matches_composite(c, path, dtype, monkeypatch):
+    """The paths the rule does not pick for these small cases, the cuBLAS one in chunks of
+    two heads."""
+    monkeypatch.setattr(attention, "force_path", path)
+    monkeypatch.setattr(attention, "BLAS_MAX_BYTES", 2 * 4 * c["T"] * c["S"])
+    _compare(c, dtype)
+
+
+def test_rule():
+    f32, bf16 = np.dtype(np.float32), dtypes.bfloat16
+    assert attention.path(bf16, 1024, 1024, False) == "tc"
+    assert attention.path(np.float16, 37, 37, True) == "tc"
+    assert attention.path(f32, 1024, 1024, False) == "simt"
+    assert attention.path(f32, 1024, 1024, True) == "blas"
+    assert attention.path(f32, 64, 64, True) == "simt"
+
+
+def _compare(c, dtype):
     arrays, kw = _inputs(c, dtype)
     # the oracle: the NumPy composite on the CPU, in float32 on the same (rounded) values
     ref = {k: a.astype("float32") for k, a in arrays.items()}

@@ -1,40 +1,39 @@
-"""Fused attention on CUDA: tiled online-softmax kernels (flash-attention style) for the
-`dot_product_attention` composite and its backward composite `dot_product_attention_bwd`.
+"""Fused attention on CUDA for the `dot_product_attention` composite and its backward
+composite `dot_product_attention_bwd`.
 
 Where it sits: the CUDA backend (`__init__.py`) claims both primitives with `impl` below;
-runtime.KEEP leaves them whole under jit. The kernels are CUDA C compiled by NVRTC
-(cupy.RawModule), one module per (dtype, head dims, options), cached in memory.
+runtime.KEEP leaves them whole under jit. The kernels (attention_kernels.py) are CUDA C
+compiled by NVRTC (cupy.RawModule), one module per (family, dtype, head dims), cached.
 
-Layout: q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv] as the composite takes them (contiguous;
-no transposes). `mask` (bool, True = attend) and `bias` come 4-d and broadcast to the
-scores [B,H,T,S]: the kernels read them through strides (0 on broadcast axes). Values are
-loaded as float32 and every sum accumulates in float32 (f16/bf16 round on store).
+Layout: q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv] as the composite takes them (contiguous; no
+transposes). `mask` (bool, True = attend) and `bias` come 4-d and broadcast to the scores
+[B,H,T,S]: the kernels read them through strides (0 on broadcast axes). Every sum
+accumulates in float32 (f16/bf16 round on store).
 
-Forward (`mx_attn_fwd`): one block of 128 threads per (query tile, head, batch); TPR
-threads share one query row (each holds D/TPR of q and of the output accumulator, dot
-products reduced by warp shuffles); K/V tiles of BK keys go through shared memory as
-float4; per tile the row's scores are computed, then one rescale of the running
-(max, sum, accumulator). Tiles that causal / sliding-window masking excludes entirely
-are skipped. A fully masked row has sum 0: output 0, row logsumexp +inf.
+Three paths, one rule (`path`):
+- "tc", f16/bf16: flash attention on tensor cores (mma.sync, float32 accumulation): the
+  forward keeps no T x S matrix; the backward recomputes the row logsumexp (stats kernel),
+  then one kernel writes dq (a block per query tile) and one dk, dv (a block per key tile),
+  without atomics. P and dS round to the operand type before their products, as in
+  FlashAttention-2.
+- "blas", float32 backward of large cases (T*S >= BLAS_MIN_SCORES): per batch and chunk of
+  heads, the scores as cuBLAS strided-batched SGEMMs (exact float32, no TF32) into a
+  bounded buffer (BLAS_MAX_BYTES), a masked-softmax row kernel, dP by SGEMM, a row kernel
+  for dS = P * (dP - delta), and dq, dk, dv by SGEMM.
+- "simt", everything else in float32 (the forward; small backwards): flash-attention-style
+  kernels on CUDA cores, TPR threads per query row.
+All paths share delta = rowsum(dO * O) (one kernel). A fully masked row has output 0,
+logsumexp +inf, and gradients 0. `force_path` (or MIRAX_CUDA_ATTN_PATH) overrides the
+rule, for tests and benchmarks.
 
-Backward: the forward's outputs hold no logsumexp, so it is recomputed by the same
-kernel in stats mode (no V); delta = rowsum(dO * O) in CuPy; then `mx_attn_dq` (one
-block per query tile, loop over key tiles) and `mx_attn_dkdv` (one block per key tile,
-loop over query tiles) recompute p = exp(s - lse) and write dq, dk, dv without atomics.
-With a bias, `mx_attn_dkdv` also writes ds (float32 [B,H,T,S]), summed over the bias's
-broadcast axes by CuPy. The +inf logsumexp of an empty row makes its p exactly 0, so
-its gradients are 0 and finite.
+Why the old float32 backward took 10x the forward (H200, [8,1024,16,64] causal): it did
+8 matrix products' worth of CUDA-core work against the forward's 2 (stats 1, dq 3, dk/dv
+4), with one score per thread and a warp shuffle per key, and dk/dv at 242 registers ran
+one block (4 warps) per multiprocessor.
 
 Not covered (these run the composite's body compiled for CUDA, counted as "decomposed"
-in the dispatch report and by reason in `fallbacks`): float64, head dims over 128
-(shared memory), and dims whose per-thread share would exceed 32 registers.
-
-Speed (H200, q/k/v [8, 1024, 16, 64], causal; benchmarks/gpu.py): forward 1.15 ms in
-float32 and in bf16 (torch SDPA 0.64 / 0.08 ms); forward + backward 11.9 ms float32,
-5.6 ms bf16 (torch 2.2 / 0.61 ms). All arithmetic is on CUDA cores (no tensor cores) and
-the backward dominates; 4 threads per row (MIRAX_CUDA_ATTN_TPR=4) measured slower. Not
-yet profiled per kernel: why the float32 backward takes 2.4x the bf16 one (suspects: the
-CuPy row sum for delta, which could move into mx_attn_dq; dk/dv's 246 registers).
+in the dispatch report and by reason in `fallbacks`): float64, head dims over 128, and
+(simt only) dims whose per-thread share would exceed 32 registers.
 """
 from __future__ import annotations
 
@@ -44,432 +43,83 @@ from collections import Counter
 import cupy as cp
 import numpy as np
 
+from mirax.backends.cuda import attention_kernels as kernels
 from mirax.core import dtypes
 
-NT = 128   # threads per block
-BK = 32    # keys per shared-memory tile (forward, dq)
-BQ = 32    # queries per shared-memory tile (dk/dv)
+NT = 128   # threads per block (every family)
+BK = 32    # simt: keys per shared-memory tile (forward, dq)
+BQ = 32    # simt: queries per shared-memory tile (dk/dv)
+BM = 64    # tc: query rows per block (16 per warp)
+BN = 64    # tc: keys per tile (forward, dq) and per block (dk/dv)
 MAX_D = 128
-_INF_CLAMP = 1 << 30
+BLAS_MIN_SCORES = 1 << 18   # float32 backward: cuBLAS from T*S = 512 x 512 on
+BLAS_MAX_BYTES = 256 << 20  # its float32 score buffer (one chunk of heads)
 
 fallbacks: Counter = Counter()  # reason -> calls that ran the body instead of a kernel
+force_path: str | None = None   # "simt", "tc" or "blas" instead of the rule
 _modules: dict = {}
 
 _DTYPE_CODE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, dtypes.bfloat16: 2}
-
-_SOURCE = r"""
-#define D {d}
-#define DV {dv}
-#define TPR {tpr}
-#define NT {nt}
-#define R (NT / TPR)
-#define BK {bk}
-#define BQ {bq}
-#define KC 8
-#define C4 (D / (4 * TPR))
-#define CV4 (DV / (4 * TPR))
-#define DTYPE {dtype}
-#define INF __int_as_float(0x7f800000)
-
-#if DTYPE == 0
-typedef float T;
-__device__ __forceinline__ float4 ld4(const T* p, long long i) {{
-  return *reinterpret_cast<const float4*>(p + i);
-}}
-__device__ __forceinline__ void st1(T* p, long long i, float v) {{ p[i] = v; }}
-#else
-typedef unsigned short T;
-__device__ __forceinline__ float h2f(unsigned short h) {{
-#if DTYPE == 1
-  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-#else
-  return __uint_as_float(((unsigned int)h) << 16);
-#endif
-}}
-__device__ __forceinline__ float4 ld4(const T* p, long long i) {{
-  const uint2 u = *reinterpret_cast<const uint2*>(p + i);
-  return make_float4(h2f((unsigned short)(u.x & 0xffff)), h2f((unsigned short)(u.x >> 16)),
-                     h2f((unsigned short)(u.y & 0xffff)), h2f((unsigned short)(u.y >> 16)));
-}}
-__device__ __forceinline__ void st1(T* p, long long i, float v) {{
-  unsigned short h;
-#if DTYPE == 1
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-#else
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-#endif
-  p[i] = h;
-}}
-#endif
-
-__device__ __forceinline__ float dot4(float4 a, float4 b) {{
-  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-}}
-__device__ __forceinline__ float group_sum(float v) {{
-#pragma unroll
-  for (int o = TPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}}
-
-struct Extra {{  // flags: 1 causal, 2 sliding window (wl, wr), 4 mask, 8 bias
-  const unsigned char* mask;
-  const float* bias;
-  long long ms0, ms1, ms2, ms3, bs0, bs1, bs2, bs3;
-  int wl, wr, flags;
-}};
-// The kernels take the Extra fields as separate parameters (plain scalars and pointers).
-#define EXTRA_PARAMS const unsigned char* mask, const float* bias, long long ms0, \
-  long long ms1, long long ms2, long long ms3, long long bs0, long long bs1, long long bs2, \
-  long long bs3, int wl, int wr, int flags
-#define EXTRA_INIT const Extra e = {{mask, bias, ms0, ms1, ms2, ms3, bs0, bs1, bs2, bs3, wl, wr, \
-  flags}}
-
-// Does query t attend key s (both in range)? Adds the bias to `sc` when it does.
-__device__ __forceinline__ bool attend(const Extra& e, int b, int h, int t, int s, float& sc) {{
-  bool ok = true;
-  if (e.flags & 1) ok = s <= t;
-  if (e.flags & 2) ok = ok && (t - s <= e.wl) && (s - t <= e.wr);
-  if (e.flags & 4) ok = ok && e.mask[b * e.ms0 + h * e.ms1 + t * e.ms2 + s * e.ms3] != 0;
-  if ((e.flags & 8) && ok) sc += e.bias[b * e.bs0 + h * e.bs1 + t * e.bs2 + s * e.bs3];
-  return ok;
-}}
-
-// Key range [lo, hi) that queries [q0, q0 + n) may attend.
-__device__ __forceinline__ void key_range(const Extra& e, int q0, int n, int S, int& lo,
-                                          int& hi) {{
-  lo = 0; hi = S;
-  if (e.flags & 1) hi = min(hi, q0 + n);
-  if (e.flags & 2) {{
-    lo = max(lo, q0 - e.wl);
-    hi = min(hi, q0 + n + e.wr);
-  }}
-  lo = max(lo, 0) / BK * BK;
-}}
-
-template <bool STATS>
-__device__ __forceinline__ void attn_fwd(const T* __restrict__ q, const T* __restrict__ k,
-                                         const T* __restrict__ v, T* __restrict__ o,
-                                         float* __restrict__ lse, Extra e, int Tq, int S,
-                                         int H, float scale) {{
-  __shared__ float4 Ks[BK][D / 4];
-  __shared__ float4 Vs[STATS ? 1 : BK][DV / 4];
-  const int tid = threadIdx.x, row = tid / TPR, part = tid % TPR;
-  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * R;
-  const int t = q0 + row;
-  const bool rowok = t < Tq;
-  const int tc = rowok ? t : Tq - 1;
-  float4 qr[C4];
-  const long long qb = (((long long)b * Tq + tc) * H + h) * D;
-#pragma unroll
-  for (int c = 0; c < C4; c++) {{
-    float4 x = ld4(q, qb + (c * TPR + part) * 4);
-    qr[c] = make_float4(x.x * scale, x.y * scale, x.z * scale, x.w * scale);
-  }}
-  float m = -INF, l = 0.f;
-  float4 acc[STATS ? 1 : CV4];
-#pragma unroll
-  for (int c = 0; c < (STATS ? 1 : CV4); c++) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
-  int lo, hi;
-  key_range(e, q0, R, S, lo, hi);
-  const long long kb = (long long)b * S * H + h;  // row s of k: (kb + s * H) * D
-  for (int k0 = lo; k0 < hi; k0 += BK) {{
-    __syncthreads();
-    for (int i = tid; i < BK * (D / 4); i += NT) {{
-      const int j = i / (D / 4), d4 = i % (D / 4), s = k0 + j;
-      Ks[j][d4] = s < S ? ld4(k, (kb + (long long)s * H) * D + d4 * 4)
-                        : make_float4(0.f, 0.f, 0.f, 0.f);
-    }}
-    if (!STATS) {{
-      for (int i = tid; i < BK * (DV / 4); i += NT) {{
-        const int j = i / (DV / 4), d4 = i % (DV / 4), s = k0 + j;
-        Vs[j][d4] = s < S ? ld4(v, (kb + (long long)s * H) * DV + d4 * 4)
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
-      }}
-    }}
-    __syncthreads();
-#pragma unroll 1
-    for (int j0 = 0; j0 < BK; j0 += KC) {{  // chunks of KC keys: one rescale per chunk
-      float sc[KC];
-      float mt = -INF;
-#pragma unroll
-      for (int jj = 0; jj < KC; jj++) {{
-        const int j = j0 + jj;
-        float p = 0.f;
-#pragma unroll
-        for (int c = 0; c < C4; c++) p += dot4(qr[c], Ks[j][c * TPR + part]);
-        p = group_sum(p);
-        const int s = k0 + j;
-        const bool ok = s < S && attend(e, b, h, tc, s, p);
-        sc[jj] = ok ? p : -INF;
-        mt = fmaxf(mt, sc[jj]);
-      }}
-      const float mn = fmaxf(m, mt);
-      if (mn != -INF) {{
-        const float alpha = expf(m - mn);
-        l *= alpha;
-        if (!STATS) {{
-#pragma unroll
-          for (int c = 0; c < CV4; c++) {{
-            acc[c].x *= alpha; acc[c].y *= alpha; acc[c].z *= alpha; acc[c].w *= alpha;
-          }}
-        }}
-#pragma unroll
-        for (int jj = 0; jj < KC; jj++) {{
-          const float pj = expf(sc[jj] - mn);
-          l += pj;
-          if (!STATS) {{
-#pragma unroll
-            for (int c = 0; c < CV4; c++) {{
-              const float4 vv = Vs[j0 + jj][c * TPR + part];
-              acc[c].x += pj * vv.x; acc[c].y += pj * vv.y;
-              acc[c].z += pj * vv.z; acc[c].w += pj * vv.w;
-            }}
-          }}
-        }}
-        m = mn;
-      }}
-    }}
-  }}
-  if (!rowok) return;
-  if (!STATS) {{
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const long long ob = (((long long)b * Tq + t) * H + h) * DV;
-#pragma unroll
-    for (int c = 0; c < CV4; c++) {{
-      const long long i = ob + (c * TPR + part) * 4;
-      st1(o, i, acc[c].x * inv); st1(o, i + 1, acc[c].y * inv);
-      st1(o, i + 2, acc[c].z * inv); st1(o, i + 3, acc[c].w * inv);
-    }}
-  }}
-  if (lse != nullptr && part == 0)
-    lse[((long long)b * H + h) * Tq + t] = l > 0.f ? m + logf(l) : INF;
-}}
-
-extern "C" __global__ void __launch_bounds__(NT)
-mx_attn_fwd(const T* q, const T* k, const T* v, T* o, float* lse, EXTRA_PARAMS, int Tq,
-            int S, int H, float scale) {{
-  EXTRA_INIT;
-  attn_fwd<false>(q, k, v, o, lse, e, Tq, S, H, scale);
-}}
-
-extern "C" __global__ void __launch_bounds__(NT)
-mx_attn_stats(const T* q, const T* k, float* lse, EXTRA_PARAMS, int Tq, int S, int H,
-              float scale) {{
-  EXTRA_INIT;
-  attn_fwd<true>(q, k, k, nullptr, lse, e, Tq, S, H, scale);
-}}
-
-// dq = scale * sum_s ds[t, s] k[s], ds = p * (dp - delta), p = exp(s - lse), dp = dO . v
-extern "C" __global__ void __launch_bounds__(NT)
-mx_attn_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-           const T* __restrict__ dout, const float* __restrict__ lse,
-           const float* __restrict__ delta, T* __restrict__ dq, EXTRA_PARAMS, int Tq, int S,
-           int H, float scale) {{
-  EXTRA_INIT;
-  __shared__ float4 Ks[BK][D / 4];
-  __shared__ float4 Vs[BK][DV / 4];
-  const int tid = threadIdx.x, row = tid / TPR, part = tid % TPR;
-  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * R;
-  const int t = q0 + row;
-  const bool rowok = t < Tq;
-  const int tc = rowok ? t : Tq - 1;
-  const long long qb = (((long long)b * Tq + tc) * H + h) * D;
-  const long long ob = (((long long)b * Tq + tc) * H + h) * DV;
-  float4 qr[C4], dqa[C4], dor[CV4];
-#pragma unroll
-  for (int c = 0; c < C4; c++) {{
-    float4 x = ld4(q, qb + (c * TPR + part) * 4);
-    qr[c] = make_float4(x.x * scale, x.y * scale, x.z * scale, x.w * scale);
-    dqa[c] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }}
-#pragma unroll
-  for (int c = 0; c < CV4; c++) dor[c] = ld4(dout, ob + (c * TPR + part) * 4);
-  const long long li = ((long long)b * H + h) * Tq + tc;
-  const float lt = lse[li], dl = delta[li];
-  int lo, hi;
-  key_range(e, q0, R, S, lo, hi);
-  const long long kb = (long long)b * S * H + h;
-  for (int k0 = lo; k0 < hi; k0 += BK) {{
-    __syncthreads();
-    for (int i = tid; i < BK * (D / 4); i += NT) {{
-      const int j = i / (D / 4), d4 = i % (D / 4), s = k0 + j;
-      Ks[j][d4] = s < S ? ld4(k, (kb + (long long)s * H) * D + d4 * 4)
-                        : make_float4(0.f, 0.f, 0.f, 0.f);
-    }}
-    for (int i = tid; i < BK * (DV / 4); i += NT) {{
-      const int j = i / (DV / 4), d4 = i % (DV / 4), s = k0 + j;
-      Vs[j][d4] = s < S ? ld4(v, (kb + (long long)s * H) * DV + d4 * 4)
-                        : make_float4(0.f, 0.f, 0.f, 0.f);
-    }}
-    __syncthreads();
-#pragma unroll 2
-    for (int j = 0; j < BK; j++) {{
-      float sc = 0.f, dp = 0.f;
-#pragma unroll
-      for (int c = 0; c < C4; c++) sc += dot4(qr[c], Ks[j][c * TPR + part]);
-#pragma unroll
-      for (int c = 0; c < CV4; c++) dp += dot4(dor[c], Vs[j][c * TPR + part]);
-      sc = group_sum(sc);
-      dp = group_sum(dp);
-      const int s = k0 + j;
-      const bool ok = s < S && attend(e, b, h, tc, s, sc);
-      const float p = ok ? expf(sc - lt) : 0.f;
-      const float ds = p * (dp - dl);
-#pragma unroll
-      for (int c = 0; c < C4; c++) {{
-        const float4 kk = Ks[j][c * TPR + part];
-        dqa[c].x += ds * kk.x; dqa[c].y += ds * kk.y;
-        dqa[c].z += ds * kk.z; dqa[c].w += ds * kk.w;
-      }}
-    }}
-  }}
-  if (!rowok) return;
-  const long long gb = (((long long)b * Tq + t) * H + h) * D;
-#pragma unroll
-  for (int c = 0; c < C4; c++) {{
-    const long long i = gb + (c * TPR + part) * 4;
-    st1(dq, i, dqa[c].x * scale); st1(dq, i + 1, dqa[c].y * scale);
-    st1(dq, i + 2, dqa[c].z * scale); st1(dq, i + 3, dqa[c].w * scale);
-  }}
-}}
-
-// dv = sum_t p[t, s] dO[t]; dk = scale * sum_t ds[t, s] q[t]; optionally ds itself (dbias).
-extern "C" __global__ void __launch_bounds__(NT)
-mx_attn_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-             const T* __restrict__ dout, const float* __restrict__ lse,
-             const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
-             float* __restrict__ dbias, EXTRA_PARAMS, int Tq, int S, int H, float scale) {{
-  EXTRA_INIT;
-  __shared__ float4 Qs[BQ][D / 4];
-  __shared__ float4 Os[BQ][DV / 4];
-  __shared__ float Ls[BQ], Dl[BQ];
-  const int tid = threadIdx.x, row = tid / TPR, part = tid % TPR;
-  const int b = blockIdx.z, h = blockIdx.y, s0 = blockIdx.x * R;
-  const int s = s0 + row;
-  const bool rowok = s < S;
-  const int sc_ = rowok ? s : S - 1;
-  const long long kb = (((long long)b * S + sc_) * H + h);
-  float4 kr[C4], vr[CV4], dka[C4], dva[CV4];
-#pragma unroll
-  for (int c = 0; c < C4; c++) {{
-    float4 x = ld4(k, kb * D + (c * TPR + part) * 4);
-    kr[c] = make_float4(x.x * scale, x.y * scale, x.z * scale, x.w * scale);
-    dka[c] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }}
-#pragma unroll
-  for (int c = 0; c < CV4; c++) {{
-    vr[c] = ld4(v, kb * DV + (c * TPR + part) * 4);
-    dva[c] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }}
-  // queries that keys [s0, s0 + R) may be attended by
-  int lo = 0, hi = Tq;
-  if (e.flags & 1) lo = max(lo, s0);
-  if (e.flags & 2) {{
-    lo = max(lo, s0 - e.wr);
-    hi = min(hi, s0 + R + e.wl);
-  }}
-  lo = max(lo, 0) / BQ * BQ;
-  const long long qrow = (long long)b * Tq * H + h;  // row t of q: (qrow + t * H) * D
-  const long long lrow = ((long long)b * H + h) * Tq;
-  for (int t0 = lo; t0 < hi; t0 += BQ) {{
-    __syncthreads();
-    for (int i = tid; i < BQ * (D / 4); i += NT) {{
-      const int j = i / (D / 4), d4 = i % (D / 4), t = t0 + j;
-      Qs[j][d4] = t < Tq ? ld4(q, (qrow + (long long)t * H) * D + d4 * 4)
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
-    }}
-    for (int i = tid; i < BQ * (DV / 4); i += NT) {{
-      const int j = i / (DV / 4), d4 = i % (DV / 4), t = t0 + j;
-      Os[j][d4] = t < Tq ? ld4(dout, (qrow + (long long)t * H) * DV + d4 * 4)
-                         : make_float4(0.f, 0.f, 0.f, 0.f);
-    }}
-    for (int i = tid; i < BQ; i += NT) {{
-      const int t = t0 + i;
-      Ls[i] = t < Tq ? lse[lrow + t] : INF;
-      Dl[i] = t < Tq ? delta[lrow + t] : 0.f;
-    }}
-    __syncthreads();
-#pragma unroll 2
-    for (int i = 0; i < BQ; i++) {{
-      float sc = 0.f, dp = 0.f;
-#pragma unroll
-      for (int c = 0; c < C4; c++) sc += dot4(kr[c], Qs[i][c * TPR + part]);
-#pragma unroll
-      for (int c = 0; c < CV4; c++) dp += dot4(vr[c], Os[i][c * TPR + part]);
-      sc = group_sum(sc);
-      dp = group_sum(dp);
-      const int t = t0 + i;
-      const bool ok = t < Tq && attend(e, b, h, t, sc_, sc);
-      const float p = ok ? expf(sc - Ls[i]) : 0.f;
-      const float ds = p * (dp - Dl[i]);
-#pragma unroll
-      for (int c = 0; c < CV4; c++) {{
-        const float4 g = Os[i][c * TPR + part];
-        dva[c].x += p * g.x; dva[c].y += p * g.y; dva[c].z += p * g.z; dva[c].w += p * g.w;
-      }}
-#pragma unroll
-      for (int c = 0; c < C4; c++) {{
-        const float4 g = Qs[i][c * TPR + part];
-        dka[c].x += ds * g.x; dka[c].y += ds * g.y; dka[c].z += ds * g.z; dka[c].w += ds * g.w;
-      }}
-      if (dbias != nullptr && ok && rowok && part == 0)
-        dbias[(lrow + t) * S + s] = ds;
-    }}
-  }}
-  if (!rowok) return;
-#pragma unroll
-  for (int c = 0; c < C4; c++) {{
-    const long long i = kb * D + (c * TPR + part) * 4;
-    st1(dk, i, dka[c].x * scale); st1(dk, i + 1, dka[c].y * scale);
-    st1(dk, i + 2, dka[c].z * scale); st1(dk, i + 3, dka[c].w * scale);
-  }}
-#pragma unroll
-  for (int c = 0; c < CV4; c++) {{
-    const long long i = kb * DV + (c * TPR + part) * 4;
-    st1(dv, i, dva[c].x); st1(dv, i + 1, dva[c].y);
-    st1(dv, i + 2, dva[c].z); st1(dv, i + 3, dva[c].w);
-  }}
-}}
-"""
+_HALF = (np.dtype(np.float16), dtypes.bfloat16)
+_CUDA_TYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 2, dtypes.bfloat16: 14}
+_COMPUTE_32F = 68   # CUBLAS_COMPUTE_32F
+_GEMM_DEFAULT = -1  # CUBLAS_GEMM_DEFAULT
 
 
-# --- geometry and compilation ----------------------------------------------------------------
-def _pad4(n: int) -> int:
-    return -(-n // 4) * 4
+# --- the rule ---------------------------------------------------------------------------------
+def path(dtype, T: int, S: int, backward: bool) -> str:
+    """Tensor cores for f16/bf16; float32 on CUDA cores, except the backward of large cases
+    through cuBLAS."""
+    half = np.dtype(dtype) in _HALF
+    p = force_path or os.environ.get("MIRAX_CUDA_ATTN_PATH") or None
+    if p is not None:
+        return "simt" if p == "tc" and not half else p
+    if half:
+        return "tc"
+    return "blas" if backward and T * S >= BLAS_MIN_SCORES else "simt"
+
+
+def _pad(n: int, m: int) -> int:
+    return -(-n // m) * m
 
 
 def geometry(d: int, dv: int):
-    """Threads per row (1, 2 or 4) for head dims padded to multiples of 4, or None: the
-    smallest TPR whose per-thread share is at most 32 values and divides into float4s."""
-    d, dv = _pad4(d), _pad4(dv)
+    """simt: threads per row (1, 2 or 4) for head dims padded to multiples of 4, or None:
+    the smallest TPR whose per-thread share is at most 32 values and divides into float4s."""
+    d, dv = _pad(d, 4), _pad(dv, 4)
     if max(d, dv) > MAX_D or min(d, dv) == 0:
         return None
-    least = int(os.environ.get("MIRAX_CUDA_ATTN_TPR", "1"))  # benchmarks try 4 at d 64
+    least = int(os.environ.get("MIRAX_CUDA_ATTN_TPR", "1"))
     for tpr in (t for t in (1, 2, 4) if t >= least):
         if d % (4 * tpr) == 0 and dv % (4 * tpr) == 0 and max(d, dv) // tpr <= 32:
             return tpr
     return None
 
 
-def source(dtype, d, dv, tpr) -> str:
-    return _SOURCE.format(d=d, dv=dv, tpr=tpr, nt=NT, bk=BK, bq=BQ,
-                          dtype=_DTYPE_CODE[np.dtype(dtype)])
+def supported(q, k, v, backward: bool = False) -> str | None:
+    """None when a kernel path covers these operands, else the reason it does not."""
+    if np.dtype(q.dtype) not in _DTYPE_CODE:
+        return f"dtype {dtypes.short_name(q.dtype)}"
+    d, dv = q.shape[3], v.shape[3]
+    p = path(q.dtype, q.shape[1], k.shape[1], backward)
+    if max(d, dv) > MAX_D or min(d, dv) == 0 or (p == "simt" and geometry(d, dv) is None):
+        return f"head dims {d}, {dv}"
+    if q.shape[0] > 65535 or q.shape[2] > 65535:
+        return "grid"
+    return None
 
 
-def module(*key):
+# --- compilation ------------------------------------------------------------------------------
+def module(kind: str, dtype, **defines):
+    """The compiled module of one kernel family (attention_kernels.source), cached."""
+    key = (kind, np.dtype(dtype), tuple(sorted(defines.items())))
     mod = _modules.get(key)
     if mod is None:
-        src = source(*key)
+        src = kernels.source(kind, _DTYPE_CODE[np.dtype(dtype)], **defines)
         from mirax.backends.cuda.codegen import _debug
-        _debug("attention", "mx_attn", src)
+        _debug("attention", f"mx_attn ({kind})", src)
         mod = _modules[key] = cp.RawModule(code=src, options=("-std=c++14",))
     return mod
-
-
-def _bstrides(x):
-    """Element strides of a contiguous 4-d array, 0 on axes of size 1 (broadcast)."""
-    st = [s // x.itemsize for s in x.strides]
-    return [0 if n == 1 else s for n, s in zip(x.shape, st)]
 
 
 def _ptr(x) -> np.uint64:
@@ -492,75 +142,224 @@ def _padded(x, n):
     return out
 
 
-class _Call:
-    """The launch arguments shared by all kernels of one call."""
+def _bstrides(x):
+    """Element strides of a contiguous 4-d array, 0 on axes of size 1 (broadcast)."""
+    st = [s // x.itemsize for s in x.strides]
+    return [0 if n == 1 else s for n, s in zip(x.shape, st)]
 
-    def __init__(self, q, k, v, mask, bias, scale, is_causal, window, has_mask, has_bias):
+
+class _Call:
+    """One call's operands (padded for its path) and the launch arguments its kernels share."""
+
+    def __init__(self, q, k, v, mask, bias, scale, is_causal, window, backward):
         self.B, self.T, self.H, self.D0 = q.shape
         self.S, self.DV0 = k.shape[1], v.shape[3]
-        self.D, self.DV = _pad4(self.D0), _pad4(self.DV0)
-        self.dtype = q.dtype
-        self.tpr = geometry(self.D0, self.DV0)
+        self.dtype = np.dtype(q.dtype)
+        self.path = path(self.dtype, self.T, self.S, backward)
+        mult = 16 if self.path == "tc" else 4
+        self.D, self.DV = _pad(self.D0, mult), _pad(self.DV0, mult)
         self.q, self.k = _padded(q, self.D), _padded(k, self.D)
         self.v = _padded(v, self.DV)
         self.mask = None if mask is None else _contig(mask.astype(cp.bool_, copy=False))
         self.bias = None if bias is None else _contig(bias.astype(cp.float32, copy=False))
         self.scale = np.float32(scale)
-        self.causal, self.window = bool(is_causal), window is not None
         ms = _bstrides(self.mask) if self.mask is not None else [0] * 4
         bs = _bstrides(self.bias) if self.bias is not None else [0] * 4
         wl = wr = 0
         if window is not None:
             lim = self.T + self.S + 1
             wl, wr = (max(-lim, min(lim, int(w))) for w in window)
-        # the kernels' EXTRA_PARAMS
         flags = (1 * bool(is_causal) + 2 * (window is not None) + 4 * (mask is not None)
                  + 8 * (bias is not None))
+        # the kernels' EXTRA_PARAMS
         self.extra = (_ptr(self.mask), _ptr(self.bias), *map(np.int64, ms), *map(np.int64, bs),
                       np.int32(wl), np.int32(wr), np.int32(flags))
-        self.mod = module(self.dtype, self.D, self.DV, self.tpr)
-        self.rows = NT // self.tpr
         self.dims = (np.int32(self.T), np.int32(self.S), np.int32(self.H))
 
-    def grid(self, n):
-        return (-(-n // self.rows), self.H, self.B)
-
-    def lse(self):
-        lse = cp.empty((self.B, self.H, self.T), cp.float32)
-        self.mod.get_function("mx_attn_stats")(
-            self.grid(self.T), (NT,), (_ptr(self.q), _ptr(self.k), _ptr(lse), *self.extra,
-                                       *self.dims, self.scale))
-        return lse
+    def padded_out(self, x, n):
+        return x if x.shape[-1] == n else cp.ascontiguousarray(x[..., :n])
 
 
-def supported(q, k, v) -> str | None:
-    """None when the kernels cover these operands, else the reason they do not."""
-    if np.dtype(q.dtype) not in _DTYPE_CODE:
-        return f"dtype {dtypes.short_name(q.dtype)}"
-    if geometry(q.shape[3], v.shape[3]) is None:
-        return f"head dims {q.shape[3]}, {v.shape[3]}"
-    if q.shape[0] > 65535 or q.shape[2] > 65535:
-        return "grid"
-    return None
+# --- simt -------------------------------------------------------------------------------------
+def _simt(c):
+    tpr = geometry(c.D0, c.DV0)
+    mod = module("simt", c.dtype, D=c.D, DV=c.DV, TPR=tpr, NT=NT, BK=BK, BQ=BQ)
+    rows = NT // tpr
+    return mod, (lambda n: (-(-n // rows), c.H, c.B))
+
+
+def _simt_forward(c, o):
+    mod, grid = _simt(c)
+    mod.get_function("mx_attn_fwd")(
+        grid(c.T), (NT,), (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), np.uint64(0), *c.extra,
+                           *c.dims, c.scale))
+
+
+def _simt_backward(c, do, delta, dq, dk, dv, dbias):
+    mod, grid = _simt(c)
+    lse = cp.empty((c.B, c.H, c.T), cp.float32)
+    mod.get_function("mx_attn_stats")(
+        grid(c.T), (NT,), (_ptr(c.q), _ptr(c.k), _ptr(lse), *c.extra, *c.dims, c.scale))
+    common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
+    mod.get_function("mx_attn_dq")(
+        grid(c.T), (NT,), (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
+    mod.get_function("mx_attn_dkdv")(
+        grid(c.S), (NT,), (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra, *c.dims,
+                           c.scale))
+
+
+# --- tensor cores -----------------------------------------------------------------------------
+def _tc(c):
+    bmq = 64 if max(c.D, c.DV) <= 64 else 32
+    mod = module("tc", c.dtype, D=c.D, DV=c.DV, NT=NT, BM=BM, BN=BN, BMQ=bmq)
+    ldk, ldv = c.D + 8, c.DV + 8  # shared-memory row strides (elements of 2 bytes)
+    smem = {"mx_tc_fwd": 2 * BN * (ldk + ldv), "mx_tc_stats": 2 * BN * ldk,
+            "mx_tc_dq": 2 * (BM + BN) * (ldk + ldv),
+            "mx_tc_dkdv": 2 * (BN + bmq) * (ldk + ldv) + 8 * bmq}
+
+    def launch(name, n_rows, args):
+        fn = mod.get_function(name)
+        if smem[name] > 48 * 1024:  # above the default: opt in (Hopper allows 227 KB)
+            fn.max_dynamic_shared_size_bytes = smem[name]
+        fn((-(-n_rows // 64), c.H, c.B), (NT,), args, shared_mem=smem[name])
+    return launch
+
+
+def _tc_forward(c, o):
+    _tc(c)("mx_tc_fwd", c.T, (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), np.uint64(0),
+                              *c.extra, *c.dims, c.scale))
+
+
+def _tc_backward(c, do, delta, dq, dk, dv, dbias):
+    launch = _tc(c)
+    lse = cp.empty((c.B, c.H, c.T), cp.float32)
+    launch("mx_tc_stats", c.T, (_ptr(c.q), _ptr(c.k), _ptr(lse), *c.extra, *c.dims, c.scale))
+    common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
+    launch("mx_tc_dq", c.T, (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
+    launch("mx_tc_dkdv", c.S, (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra, *c.dims,
+                               c.scale))
+
+
+# --- cuBLAS + row kernels ---------------------------------------------------------------------
+def _gemm(m, n, k, a, b, out, batch, alpha=1.0):
+    """Per batch i: row-major out_i[m, n] = op(a_i) @ op(b_i), float32 accumulation.
+
+    a, b: (pointer, cuda type, row stride, batch stride, transposed?), out: the same less the
+    flag. Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (b, a), each
+    transposed exactly when it is used transposed."""
+    from cupy_backends.cuda.libs import cublas
+    (ap, at, lda, sa, ta), (bp, bt, ldb, sb, tb), (cp_, ct, ldc, sc) = a, b, out
+    handle = cp.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
+    al, be = np.array([alpha], np.float32), np.zeros(1, np.float32)
+    cublas.gemmStridedBatchedEx(handle, int(tb), int(ta), n, m, k, al.ctypes.data,
+                                bp, bt, ldb, sb, ap, at, lda, sa, be.ctypes.data,
+                                cp_, ct, ldc, sc, batch, _COMPUTE_32F, _GEMM_DEFAULT)
+
+
+class _Blas:
+    """The cuBLAS path of one call: per batch b and chunk of nh heads from h0, the scores
+    [nh, T, S] in a float32 buffer, P (in place for float32) and, backward, dP / dS."""
+
+    def __init__(self, c, backward):
+        self.c = c
+        self.aux = module("aux", c.dtype)
+        T, S = c.T, c.S
+        self.nh = max(1, min(c.H, BLAS_MAX_BYTES // (4 * T * S)))
+        shape = (self.nh, T, S)
+        self.sc = cp.empty(shape, cp.float32)
+        half = c.dtype in _HALF
+        self.p = cp.empty(shape, c.dtype) if half else self.sc
+        if backward:
+            self.dp = cp.empty(shape, cp.float32)
+            self.ds = cp.empty(shape, c.dtype) if half else self.dp
+        self.t, self.f32 = _CUDA_TYPE[c.dtype], _CUDA_TYPE[np.dtype(np.float32)]
+
+    def chunks(self):
+        c = self.c
+        for b in range(c.B):
+            for h0 in range(0, c.H, self.nh):
+                yield b, h0, min(self.nh, c.H - h0)
+
+    def op(self, x, b, h0, n_rows, width, trans=False):
+        """Operand (pointer, type, row stride, head stride, trans) of heads h0.. of batch b of
+        a [B, n_rows, H, width] array."""
+        c = self.c
+        off = ((b * n_rows * c.H) + h0) * width * x.itemsize
+        return (x.data.ptr + off, self.t, c.H * width, width, trans)
+
+    def scores(self, x, trans=False, dtype=None):
+        c = self.c
+        t = self.t if dtype is None else dtype
+        return (x.data.ptr, t, c.S, c.T * c.S, trans)
+
+    def probs(self, b, h0, nh):
+        """P of the chunk: scores = q k^T by SGEMM, then the masked-softmax row kernel."""
+        c = self.c
+        _gemm(c.T, c.S, c.D, self.op(c.q, b, h0, c.T, c.D), self.op(c.k, b, h0, c.S, c.D, True),
+              self.scores(self.sc, dtype=self.f32)[:4], nh)
+        self.aux.get_function("mx_rows_softmax")(
+            (-(-nh * c.T // 4),), (128,), (_ptr(self.sc), _ptr(self.p), *c.extra, np.int32(b),
+                                          np.int32(h0), np.int32(nh), np.int32(c.T),
+                                          np.int32(c.S), c.scale))
+
+
+def _blas_forward(c, o):
+    run = _Blas(c, backward=False)
+    for b, h0, nh in run.chunks():
+        run.probs(b, h0, nh)
+        _gemm(c.T, c.DV, c.S, run.scores(run.p), run.op(c.v, b, h0, c.S, c.DV),
+              run.op(o, b, h0, c.T, c.DV)[:4], nh)
+
+
+def _blas_backward(c, do, delta, dq, dk, dv, dbias):
+    run = _Blas(c, backward=True)
+    ds_fn = run.aux.get_function("mx_rows_ds")
+    for b, h0, nh in run.chunks():
+        run.probs(b, h0, nh)
+        dob = run.op(do, b, h0, c.T, c.DV)
+        _gemm(c.T, c.S, c.DV, dob, run.op(c.v, b, h0, c.S, c.DV, True),
+              run.scores(run.dp, dtype=run.f32)[:4], nh)                      # dP = dO v^T
+        ds_fn((nh * c.T,), (256,), (_ptr(run.p), _ptr(run.dp), _ptr(delta), _ptr(run.ds),
+                                    _ptr(dbias), np.int32(b), np.int32(h0), np.int32(nh),
+                                    np.int32(c.T), np.int32(c.S), np.int32(c.H)))
+        _gemm(c.S, c.DV, c.T, run.scores(run.p, True), dob,
+              run.op(dv, b, h0, c.S, c.DV)[:4], nh)                           # dv = P^T dO
+        _gemm(c.T, c.D, c.S, run.scores(run.ds), run.op(c.k, b, h0, c.S, c.D),
+              run.op(dq, b, h0, c.T, c.D)[:4], nh, alpha=float(c.scale))      # dq = dS k
+        _gemm(c.S, c.D, c.T, run.scores(run.ds, True), run.op(c.q, b, h0, c.T, c.D),
+              run.op(dk, b, h0, c.S, c.D)[:4], nh, alpha=float(c.scale))      # dk = dS^T q
+
+
+# --- forward and backward ---------------------------------------------------------------------
+_FORWARD = {"simt": _simt_forward, "tc": _tc_forward, "blas": _blas_forward}
+_BACKWARD = {"simt": _simt_backward, "tc": _tc_backward, "blas": _blas_backward}
 
 
 def forward(q, k, v, mask, bias, *, scale, is_causal, window):
-    c = _Call(q, k, v, mask, bias, scale, is_causal, window, mask is not None,
-              bias is not None)
+    c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=False)
     o = cp.empty((c.B, c.T, c.H, c.DV), c.dtype)
     if c.T and c.S:
-        c.mod.get_function("mx_attn_fwd")(
-            c.grid(c.T), (NT,), (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), np.uint64(0),
-                                 *c.extra, *c.dims, c.scale))
+        _FORWARD[c.path](c, o)
     elif c.T:
         o[...] = 0
-    return o if c.DV == c.DV0 else cp.ascontiguousarray(o[..., :c.DV0])
+    return c.padded_out(o, c.DV0)
+
+
+def _delta(c, ct, out):
+    """rowsum(dO * O) as float32 [B, H, T]."""
+    do, o = (_contig(x.astype(c.dtype, copy=False)) for x in (ct, out))
+    delta = cp.empty((c.B, c.H, c.T), cp.float32)
+    rows = c.B * c.T * c.H
+    module("aux", c.dtype).get_function("mx_attn_delta")(
+        (-(-rows // 4),), (128,), (_ptr(do), _ptr(o), _ptr(delta), np.int32(rows),
+                                   np.int32(c.T), np.int32(c.H), np.int32(c.DV0)))
+    return delta
 
 
 def backward(ct, out, q, k, v, mask, bias, *, scale, is_causal, window):
     """[dq, dk, dv, dbias or None]."""
-    c = _Call(q, k, v, mask, bias, scale, is_causal, window, mask is not None,
-              bias is not None)
+    c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=True)
     dq = cp.zeros((c.B, c.T, c.H, c.D), c.dtype)
     dk = cp.zeros((c.B, c.S, c.H, c.D), c.dtype)
     dv = cp.zeros((c.B, c.S, c.H, c.DV), c.dtype)
@@ -569,26 +368,15 @@ def backward(ct, out, q, k, v, mask, bias, *, scale, is_causal, window):
         dbias = cp.zeros((c.B, c.H, c.T, c.S), cp.float32)
     if c.T and c.S:
         do = _padded(ct.astype(c.dtype, copy=False), c.DV)
-        delta = cp.sum(ct.astype(cp.float32) * out.astype(cp.float32), axis=-1)  # [B,T,H]
-        delta = cp.ascontiguousarray(delta.transpose(0, 2, 1))                    # [B,H,T]
-        lse = c.lse()
-        common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
-        c.mod.get_function("mx_attn_dq")(
-            c.grid(c.T), (NT,), (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
-        c.mod.get_function("mx_attn_dkdv")(
-            c.grid(c.S), (NT,), (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra, *c.dims,
-                                 c.scale))
-    if c.D != c.D0:
-        dq, dk = (cp.ascontiguousarray(g[..., :c.D0]) for g in (dq, dk))
-    if c.DV != c.DV0:
-        dv = cp.ascontiguousarray(dv[..., :c.DV0])
+        _BACKWARD[c.path](c, do, _delta(c, ct, out), dq, dk, dv, dbias)
+    dq, dk, dv = c.padded_out(dq, c.D0), c.padded_out(dk, c.D0), c.padded_out(dv, c.DV0)
     if dbias is not None:
         axes = tuple(i for i, n in enumerate(bias.shape) if n == 1)
         dbias = (dbias.sum(axis=axes, keepdims=True) if axes else dbias).astype(c.dtype)
     return [dq, dk, dv, dbias]
 
 
-# --- the backend's impls ------------------------------------------------------------------------
+# --- the backend's impls ----------------------------------------------------------------------
 def _split(args, has_mask, has_bias):
     q, k, v, rest = args[0], args[1], args[2], list(args[3:])
     mask = rest.pop(0) if has_mask else None
@@ -617,7 +405,7 @@ def impl(be, prim):
         else:
             primals = bufs
         q, k, v, mask, bias = _split(primals, params["has_mask"], params["has_bias"])
-        reason = supported(q, k, v)
+        reason = supported(q, k, v, is_bwd)
         if reason is not None:
             return fallback(reason, bufs, params)
         if not is_bwd:

@@ -1,0 +1,920 @@
+"""CUDA C sources of the fused attention kernels (attention.py compiles and launches them).
+
+Three families, each a source string that `source(kind, ...)` prefixes with #defines:
+- "simt": flash-attention-style kernels on CUDA cores, any dtype (fwd, stats, dq, dk/dv);
+  TPR threads share one query (or key) row.
+- "tc": flash attention on tensor cores for f16/bf16 (mma.sync m16n8k16, float32
+  accumulation): fwd, stats, dq and dk/dv, 4 warps of 16 rows each; P and dS go from the
+  accumulator fragments straight into the next product's A operand (no shared memory).
+- "aux": delta = rowsum(dO * O) and the row kernels of the cuBLAS path (masked softmax of a
+  score matrix; dS = P * (dP - delta)).
+
+All share PRELUDE: the storage type T (float, or the raw 16 bits of f16/bf16), the
+causal / sliding-window / mask / bias test `attend`, and the key range of a query tile.
+No headers are included (NVRTC needs no include path); PTX is written inline.
+"""
+from __future__ import annotations
+
+PRELUDE = r"""
+#define INF __int_as_float(0x7f800000)
+#define FULL_MASK 0xffffffffu
+#if DTYPE == 0
+typedef float T;
+__device__ __forceinline__ float tof(float x) { return x; }
+__device__ __forceinline__ float fromf(float v) { return v; }
+#else
+typedef unsigned short T;
+__device__ __forceinline__ float tof(unsigned short h) {
+#if DTYPE == 1
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+#else
+  return __uint_as_float(((unsigned int)h) << 16);
+#endif
+}
+__device__ __forceinline__ unsigned short fromf(float v) {
+  unsigned short h;
+#if DTYPE == 1
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#else
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#endif
+  return h;
+}
+#endif
+
+struct Extra {  // flags: 1 causal, 2 sliding window (wl, wr), 4 mask, 8 bias
+  const unsigned char* mask;
+  const float* bias;
+  long long ms0, ms1, ms2, ms3, bs0, bs1, bs2, bs3;
+  int wl, wr, flags;
+};
+// The kernels take the Extra fields as separate parameters (plain scalars and pointers).
+#define EXTRA_PARAMS const unsigned char* mask, const float* bias, long long ms0, \
+  long long ms1, long long ms2, long long ms3, long long bs0, long long bs1, long long bs2, \
+  long long bs3, int wl, int wr, int flags
+#define EXTRA_INIT const Extra e = {mask, bias, ms0, ms1, ms2, ms3, bs0, bs1, bs2, bs3, wl, wr, \
+  flags}
+
+// Does query t attend key s (both in range)? Adds the bias to `sc` when it does.
+__device__ __forceinline__ bool attend(const Extra& e, int b, int h, int t, int s, float& sc) {
+  bool ok = true;
+  if (e.flags & 1) ok = s <= t;
+  if (e.flags & 2) ok = ok && (t - s <= e.wl) && (s - t <= e.wr);
+  if (e.flags & 4) ok = ok && e.mask[b * e.ms0 + h * e.ms1 + t * e.ms2 + s * e.ms3] != 0;
+  if ((e.flags & 8) && ok) sc += e.bias[b * e.bs0 + h * e.bs1 + t * e.bs2 + s * e.bs3];
+  return ok;
+}
+
+// Key range [lo, hi) that queries [q0, q0 + n) may attend; lo rounded down to a tile.
+__device__ __forceinline__ void key_range(const Extra& e, int q0, int n, int S, int tile,
+                                          int& lo, int& hi) {
+  lo = 0; hi = S;
+  if (e.flags & 1) hi = min(hi, q0 + n);
+  if (e.flags & 2) {
+    lo = max(lo, q0 - e.wl);
+    hi = min(hi, q0 + n + e.wr);
+  }
+  lo = max(lo, 0) / tile * tile;
+}
+
+// Query range [lo, hi) that may attend keys [s0, s0 + n); lo rounded down to a tile.
+__device__ __forceinline__ void query_range(const Extra& e, int s0, int n, int Tq, int tile,
+                                            int& lo, int& hi) {
+  lo = 0; hi = Tq;
+  if (e.flags & 1) lo = max(lo, s0);
+  if (e.flags & 2) {
+    lo = max(lo, s0 - e.wr);
+    hi = min(hi, s0 + n + e.wl);
+  }
+  lo = max(lo, 0) / tile * tile;
+}
+"""
+
+# --- CUDA cores -----------------------------------------------------------------------------
+SIMT = r"""
+#define R (NT / TPR)
+#define KC 8
+#define C4 (D / (4 * TPR))
+#define CV4 (DV / (4 * TPR))
+
+#if DTYPE == 0
+__device__ __forceinline__ float4 ld4(const T* p, long long i) {
+  return *reinterpret_cast<const float4*>(p + i);
+}
+#else
+__device__ __forceinline__ float4 ld4(const T* p, long long i) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p + i);
+  return make_float4(tof((unsigned short)(u.x & 0xffff)), tof((unsigned short)(u.x >> 16)),
+                     tof((unsigned short)(u.y & 0xffff)), tof((unsigned short)(u.y >> 16)));
+}
+#endif
+__device__ __forceinline__ void st1(T* p, long long i, float v) { p[i] = fromf(v); }
+
+__device__ __forceinline__ float dot4(float4 a, float4 b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = TPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+  return v;
+}
+
+template <bool STATS>
+__device__ __forceinline__ void attn_fwd(const T* __restrict__ q, const T* __restrict__ k,
+                                         const T* __restrict__ v, T* __restrict__ o,
+                                         float* __restrict__ lse, Extra e, int Tq, int S,
+                                         int H, float scale) {
+  __shared__ float4 Ks[BK][D / 4];
+  __shared__ float4 Vs[STATS ? 1 : BK][DV / 4];
+  const int tid = threadIdx.x, row = tid / TPR, part = tid % TPR;
+  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * R;
+  const int t = q0 + row;
+  const bool rowok = t < Tq;
+  const int tc = rowok ? t : Tq - 1;
+  float4 qr[C4];
+  const long long qb = (((long long)b * Tq + tc) * H + h) * D;
+#pragma unroll
+  for (int c = 0; c < C4; c++) {
+    float4 x = ld4(q, qb + (c * TPR + part) * 4);
+    qr[c] = make_float4(x.x * scale, x.y * scale, x.z * scale, x.w * scale);
+  }
+  float m = -INF, l = 0.f;
+  float4 acc[STATS ? 1 : CV4];
+#pragma unroll
+  for (int c = 0; c < (STATS ? 1 : CV4); c++) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  int lo, hi;
+  key_range(e, q0, R, S, BK, lo, hi);
+  const long long kb = (long long)b * S * H + h;  // row s of k: (kb + s * H) * D
+  for (int k0 = lo; k0 < hi; k0 += BK) {
+    __syncthreads();
+    for (int i = tid; i < BK * (D / 4); i += NT) {
+      const int j = i / (D / 4), d4 = i % (D / 4), s = k0 + j;
+      Ks[j][d4] = s < S ? ld4(k, (kb + (long long)s * H) * D + d4 * 4)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if (!STATS) {
+      for (int i = tid; i < BK * (DV / 4); i += NT) {
+        const int j = i / (DV / 4), d4 = i % (DV / 4), s = k0 + j;
+        Vs[j][d4] = s < S ? ld4(v, (kb + (long long)s * H) * DV + d4 * 4)
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int j0 = 0; j0 < BK; j0 += KC) {  // chunks of KC keys: one rescale per chunk
+      float sc[KC];
+      float mt = -INF;
+#pragma unroll
+      for (int jj = 0; jj < KC; jj++) {
+        const int j = j0 + jj;
+        float p = 0.f;
+#pragma unroll
+        for (int c = 0; c < C4; c++) p += dot4(qr[c], Ks[j][c * TPR + part]);
+        p = group_sum(p);
+        const int s = k0 + j;
+        const bool ok = s < S && attend(e, b, h, tc, s, p);
+        sc[jj] = ok ? p : -INF;
+        mt = fmaxf(mt, sc[jj]);
+      }
+      const float mn = fmaxf(m, mt);
+      if (mn != -INF) {
+        const float alpha = expf(m - mn);
+        l *= alpha;
+        if (!STATS) {
+#pragma unroll
+          for (int c = 0; c < CV4; c++) {
+            acc[c].x *= alpha; acc[c].y *= alpha; acc[c].z *= alpha; acc[c].w *= alpha;
+          }
+        }
+#pragma unroll
+        for (int jj = 0; jj < KC; jj++) {
+          const float pj = expf(sc[jj] - mn);
+          l += pj;
+          if (!STATS) {
+#pragma unroll
+            for (int c = 0; c < CV4; c++) {
+              const float4 vv = Vs[j0 + jj][c * TPR + part];
+              acc[c].x += pj * vv.x; acc[c].y += pj * vv.y;
+              acc[c].z += pj * vv.z; acc[c].w += pj * vv.w;
+            }
+          }
+        }
+        m = mn;
+      }
+    }
+  }
+  if (!rowok) return;
+  if (!STATS) {
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const long long ob = (((long long)b * Tq + t) * H + h) * DV;
+#pragma unroll
+    for (int c = 0; c < CV4; c++) {
+      const long long i = ob + (c * TPR + part) * 4;
+      st1(o, i, acc[c].x * inv); st1(o, i + 1, acc[c].y * inv);
+      st1(o, i + 2, acc[c].z * inv); st1(o, i + 3, acc[c].w * inv);
+    }
+  }
+  if (lse != nullptr && part == 0)
+    lse[((long long)b * H + h) * Tq + t] = l > 0.f ? m + logf(l) : INF;
+}
+
+extern "C" __global__ void __launch_bounds__(NT)
+mx_attn_fwd(const T* q, const T* k, const T* v, T* o, float* lse, EXTRA_PARAMS, int Tq,
+            int S, int H, float scale) {
+  EXTRA_INIT;
+  attn_fwd<false>(q, k, v, o, lse, e, Tq, S, H, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(NT)
+mx_attn_stats(const T* q, const T* k, float* lse, EXTRA_PARAMS, int Tq, int S, int H,
+              float scale) {
+  EXTRA_INIT;
+  attn_fwd<true>(q, k, k, nullptr, lse, e, Tq, S, H, scale);
+}
+
+// dq = scale * sum_s ds[t, s] k[s], ds = p * (dp - delta), p = exp(s - lse), dp = dO . v
+extern "C" __global__ void __launch_bounds__(NT)
+mx_attn_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+           const T* __restrict__ dout, const float* __restrict__ lse,
+           const float* __restrict__ delta, T* __restrict__ dq, EXTRA_PARAMS, int Tq, int S,
+           int H, float scale) {
+  EXTRA_INIT;
+  __shared__ float4 Ks[BK][D / 4];
+  __shared__ float4 Vs[BK][DV / 4];
+  const int tid = threadIdx.x, row = tid / TPR, part = tid % TPR;
+  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * R;
+  const int t = q0 + row;
+  const bool rowok = t < Tq;
+  const int tc = rowok ? t : Tq - 1;
+  const long long qb = (((long long)b * Tq + tc) * H + h) * D;
+  const long long ob = (((long long)b * Tq + tc) * H + h) * DV;
+  float4 qr[C4], dqa[C4], dor[CV4];
+#pragma unroll
+  for (int c = 0; c < C4; c++) {
+    float4 x = ld4(q, qb + (c * TPR + part) * 4);
+    qr[c] = make_float4(x.x * scale, x.y * scale, x.z * scale, x.w * scale);
+    dqa[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int c = 0; c < CV4; c++) dor[c] = ld4(dout, ob + (c * TPR + part) * 4);
+  const long long li = ((long long)b * H + h) * Tq + tc;
+  const float lt = lse[li], dl = delta[li];
+  int lo, hi;
+  key_range(e, q0, R, S, BK, lo, hi);
+  const long long kb = (long long)b * S * H + h;
+  for (int k0 = lo; k0 < hi; k0 += BK) {
+    __syncthreads();
+    for (int i = tid; i < BK * (D / 4); i += NT) {
+      const int j = i / (D / 4), d4 = i % (D / 4), s = k0 + j;
+      Ks[j][d4] = s < S ? ld4(k, (kb + (long long)s * H) * D + d4 * 4)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    for (int i = tid; i < BK * (DV / 4); i += NT) {
+      const int j = i / (DV / 4), d4 = i % (DV / 4), s = k0 + j;
+      Vs[j][d4] = s < S ? ld4(v, (kb + (long long)s * H) * DV + d4 * 4)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int j = 0; j < BK; j++) {
+      float sc = 0.f, dp = 0.f;
+#pragma unroll
+      for (int c = 0; c < C4; c++) sc += dot4(qr[c], Ks[j][c * TPR + part]);
+#pragma unroll
+      for (int c = 0; c < CV4; c++) dp += dot4(dor[c], Vs[j][c * TPR + part]);
+      sc = group_sum(sc);
+      dp = group_sum(dp);
+      const int s = k0 + j;
+      const bool ok = s < S && attend(e, b, h, tc, s, sc);
+      const float p = ok ? expf(sc - lt) : 0.f;
+      const float ds = p * (dp - dl);
+#pragma unroll
+      for (int c = 0; c < C4; c++) {
+        const float4 kk = Ks[j][c * TPR + part];
+        dqa[c].x += ds * kk.x; dqa[c].y += ds * kk.y;
+        dqa[c].z += ds * kk.z; dqa[c].w += ds * kk.w;
+      }
+    }
+  }
+  if (!rowok) return;
+  const long long gb = (((long long)b * Tq + t) * H + h) * D;
+#pragma unroll
+  for (int c = 0; c < C4; c++) {
+    const long long i = gb + (c * TPR + part) * 4;
+    st1(dq, i, dqa[c].x * scale); st1(dq, i + 1, dqa[c].y * scale);
+    st1(dq, i + 2, dqa[c].z * scale); st1(dq, i + 3, dqa[c].w * scale);
+  }
+}
+
+// dv = sum_t p[t, s] dO[t]; dk = scale * sum_t ds[t, s] q[t]; optionally ds itself (dbias).
+extern "C" __global__ void __launch_bounds__(NT)
+mx_attn_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+             const T* __restrict__ dout, const float* __restrict__ lse,
+             const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+             float* __restrict__ dbias, EXTRA_PARAMS, int Tq, int S, int H, float scale) {
+  EXTRA_INIT;
+  __shared__ float4 Qs[BQ][D / 4];
+  __shared__ float4 Os[BQ][DV / 4];
+  __shared__ float Ls[BQ], Dl[BQ];
+  const int tid = threadIdx.x, row = tid / TPR, part = tid % TPR;
+  const int b = blockIdx.z, h = blockIdx.y, s0 = blockIdx.x * R;
+  const int s = s0 + row;
+  const bool rowok = s < S;
+  const int sc_ = rowok ? s : S - 1;
+  const long long kb = (((long long)b * S + sc_) * H + h);
+  float4 kr[C4], vr[CV4], dka[C4], dva[CV4];
+#pragma unroll
+  for (int c = 0; c < C4; c++) {
+    float4 x = ld4(k, kb * D + (c * TPR + part) * 4);
+    kr[c] = make_float4(x.x * scale, x.y * scale, x.z * scale, x.w * scale);
+    dka[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int c = 0; c < CV4; c++) {
+    vr[c] = ld4(v, kb * DV + (c * TPR + part) * 4);
+    dva[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  int lo, hi;
+  query_range(e, s0, R, Tq, BQ, lo, hi);
+  const long long qrow = (long long)b * Tq * H + h;  // row t of q: (qrow + t * H) * D
+  const long long lrow = ((long long)b * H + h) * Tq;
+  for (int t0 = lo; t0 < hi; t0 += BQ) {
+    __syncthreads();
+    for (int i = tid; i < BQ * (D / 4); i += NT) {
+      const int j = i / (D / 4), d4 = i % (D / 4), t = t0 + j;
+      Qs[j][d4] = t < Tq ? ld4(q, (qrow + (long long)t * H) * D + d4 * 4)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    for (int i = tid; i < BQ * (DV / 4); i += NT) {
+      const int j = i / (DV / 4), d4 = i % (DV / 4), t = t0 + j;
+      Os[j][d4] = t < Tq ? ld4(dout, (qrow + (long long)t * H) * DV + d4 * 4)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    for (int i = tid; i < BQ; i += NT) {
+      const int t = t0 + i;
+      Ls[i] = t < Tq ? lse[lrow + t] : INF;
+      Dl[i] = t < Tq ? delta[lrow + t] : 0.f;
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int i = 0; i < BQ; i++) {
+      float sc = 0.f, dp = 0.f;
+#pragma unroll
+      for (int c = 0; c < C4; c++) sc += dot4(kr[c], Qs[i][c * TPR + part]);
+#pragma unroll
+      for (int c = 0; c < CV4; c++) dp += dot4(vr[c], Os[i][c * TPR + part]);
+      sc = group_sum(sc);
+      dp = group_sum(dp);
+      const int t = t0 + i;
+      const bool ok = t < Tq && attend(e, b, h, t, sc_, sc);
+      const float p = ok ? expf(sc - Ls[i]) : 0.f;
+      const float ds = p * (dp - Dl[i]);
+#pragma unroll
+      for (int c = 0; c < CV4; c++) {
+        const float4 g = Os[i][c * TPR + part];
+        dva[c].x += p * g.x; dva[c].y += p * g.y; dva[c].z += p * g.z; dva[c].w += p * g.w;
+      }
+#pragma unroll
+      for (int c = 0; c < C4; c++) {
+        const float4 g = Qs[i][c * TPR + part];
+        dka[c].x += ds * g.x; dka[c].y += ds * g.y; dka[c].z += ds * g.z; dka[c].w += ds * g.w;
+      }
+      if (dbias != nullptr && ok && rowok && part == 0)
+        dbias[(lrow + t) * S + s] = ds;
+    }
+  }
+  if (!rowok) return;
+#pragma unroll
+  for (int c = 0; c < C4; c++) {
+    const long long i = kb * D + (c * TPR + part) * 4;
+    st1(dk, i, dka[c].x * scale); st1(dk, i + 1, dka[c].y * scale);
+    st1(dk, i + 2, dka[c].z * scale); st1(dk, i + 3, dka[c].w * scale);
+  }
+#pragma unroll
+  for (int c = 0; c < CV4; c++) {
+    const long long i = kb * DV + (c * TPR + part) * 4;
+    st1(dv, i, dva[c].x); st1(dv, i + 1, dva[c].y);
+    st1(dv, i + 2, dva[c].z); st1(dv, i + 3, dva[c].w);
+  }
+}
+"""
+
+# --- tensor cores ---------------------------------------------------------------------------
+TC = r"""
+// mma.sync m16n8k16 fragments, lane = 4 g + tq: A (16x16, row-major) a0 (g, 2tq..+1),
+// a1 (g+8, 2tq..), a2 (g, 2tq+8..), a3 (g+8, 2tq+8..); B (16x8) b0 (k 2tq..+1, n g),
+// b1 (k 2tq+8..+1, n g); C (16x8) c0 c1 (g, 2tq..+1), c2 c3 (g+8, 2tq..+1). The C fragments
+// of two adjacent n8 tiles are, packed in pairs, the A fragment of a 16x16 block.
+#define LDK (D + 8)   // shared-memory row strides (+16 bytes: conflict-free ldmatrix)
+#define LDV (DV + 8)
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+extern __shared__ __align__(16) unsigned char smem[];  // dynamic: the tiles of one block
+#if DTYPE == 1
+#define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define CVT2 "cvt.rn.f16x2.f32"
+#else
+#define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
+#define CVT2 "cvt.rn.bf16x2.f32"
+#endif
+
+__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm(MMA_OP " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {  // lo in the low half
+  unsigned r;
+  asm(CVT2 " %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+__device__ __forceinline__ unsigned saddr(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
+  return r;
+}
+// Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldsm4(unsigned* r, const T* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(saddr(p)));
+}
+__device__ __forceinline__ void ldsm4t(unsigned* r, const T* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(saddr(p)));
+}
+// A operand: the 16x16 block at (r0, c0) of a row-major shared tile.
+__device__ __forceinline__ void frag_a(unsigned* a, const T* s, int ld, int r0, int c0,
+                                       int lane) {
+  ldsm4(a, s + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + c0 + (lane >> 4) * 8);
+}
+// B operands of the n8 tiles n0 and n0 + 8 (b[0..1], b[2..3]) for k16 block k0, from a
+// shared tile stored [n][k] ...
+__device__ __forceinline__ void frag_b_nk(unsigned* b, const T* s, int ld, int n0, int k0,
+                                          int lane) {
+  ldsm4(b, s + (n0 + (lane & 7) + (lane >> 4) * 8) * ld + k0 + ((lane >> 3) & 1) * 8);
+}
+// ... or stored [k][n] (transposing load).
+__device__ __forceinline__ void frag_b_kn(unsigned* b, const T* s, int ld, int k0, int n0,
+                                          int lane) {
+  ldsm4t(b, s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8);
+}
+// acc[2 j..2 j + 1] += A (16 x 16 k-block kb of a row-major tile at row r0) times the
+// [n][k] tile's k-block kb, over NB pairs of n8 tiles.
+template <int NB>
+__device__ __forceinline__ void mma_nk(float (*acc)[4], const unsigned* a, const T* s, int ld,
+                                       int kb, int lane) {
+#pragma unroll
+  for (int nb = 0; nb < NB; nb++) {
+    unsigned bf[4];
+    frag_b_nk(bf, s, ld, nb * 16, kb * 16, lane);
+    mma(acc[2 * nb], a, bf[0], bf[1]);
+    mma(acc[2 * nb + 1], a, bf[2], bf[3]);
+  }
+}
+template <int NB>
+__device__ __forceinline__ void mma_kn(float (*acc)[4], const unsigned* a, const T* s, int ld,
+                                       int kb, int lane) {
+#pragma unroll
+  for (int nb = 0; nb < NB; nb++) {
+    unsigned bf[4];
+    frag_b_kn(bf, s, ld, kb * 16, nb * 16, lane);
+    mma(acc[2 * nb], a, bf[0], bf[1]);
+    mma(acc[2 * nb + 1], a, bf[2], bf[3]);
+  }
+}
+// The backward's two score-shaped products of a warp's 16 rows: x = A1 B1^T over D and
+// y = A2 B2^T over DV, A1/A2 [rows][D or DV] and B1/B2 [NB * 16][D or DV] shared tiles.
+template <int NB>
+__device__ __forceinline__ void two_products(float (*x)[4], float (*y)[4], const T* a1,
+                                             const T* b1, const T* a2, const T* b2, int warp,
+                                             int lane) {
+#pragma unroll
+  for (int j = 0; j < 2 * NB; j++) {
+    x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
+    y[j][0] = y[j][1] = y[j][2] = y[j][3] = 0.f;
+  }
+#pragma unroll
+  for (int kb = 0; kb < D / 16; kb++) {
+    unsigned a[4];
+    frag_a(a, a1, LDK, warp * 16, kb * 16, lane);
+    mma_nk<NB>(x, a, b1, LDK, kb, lane);
+  }
+#pragma unroll
+  for (int kb = 0; kb < DV / 16; kb++) {
+    unsigned a[4];
+    frag_a(a, a2, LDV, warp * 16, kb * 16, lane);
+    mma_nk<NB>(y, a, b2, LDV, kb, lane);
+  }
+}
+// The A fragment of k-block kb of a 16-row accumulator tile x (P or dS).
+__device__ __forceinline__ void pack_a(unsigned* a, float (*x)[4], int kb) {
+  a[0] = pack2(x[2 * kb][0], x[2 * kb][1]);
+  a[1] = pack2(x[2 * kb][2], x[2 * kb][3]);
+  a[2] = pack2(x[2 * kb + 1][0], x[2 * kb + 1][1]);
+  a[3] = pack2(x[2 * kb + 1][2], x[2 * kb + 1][3]);
+}
+
+// Rows [row0, row0 + NR) of a W-wide operand (global row r at src + r * gs) into the
+// shared tile dst[NR][ld], 16 bytes a thread; rows at or past n are zeros.
+template <int NR, int W>
+__device__ __forceinline__ void load_rows(T* dst, int ld, const T* __restrict__ src,
+                                          long long gs, int row0, int n) {
+  constexpr int PER_ROW = W / 8, ALL = NR * PER_ROW;
+#pragma unroll
+  for (int j = 0; j < (ALL + NT - 1) / NT; j++) {
+    const int i = threadIdx.x + j * NT;
+    if (ALL % NT == 0 || i < ALL) {
+      const int r = i / PER_ROW, c = (i - r * PER_ROW) * 8;
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (row0 + r < n) x = *reinterpret_cast<const uint4*>(src + (row0 + r) * gs + c);
+      *reinterpret_cast<uint4*>(dst + r * ld + c) = x;
+    }
+  }
+}
+
+// Scores of a warp's 16 rows x NJ*8 keys (row r0 + g + 8 (i >> 1), key k0 + 8 j + 2 tq +
+// (i & 1)) -> scaled, biased, in log2 units; -INF where the query does not attend the key.
+template <int NJ>
+__device__ __forceinline__ void scores_log2(float (*s)[4], const Extra& e, int b, int h,
+                                            int r0, int k0, int Tq, int S, float scale,
+                                            int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+  const bool full = !(e.flags & ~1) && k0 + NJ * 8 <= S &&
+                    !((e.flags & 1) && k0 + NJ * 8 - 1 > r0);
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      float x = s[j][i] * scale;
+      if (!full) {
+        const int t = min(r0 + g + 8 * (i >> 1), Tq - 1), c = k0 + 8 * j + 2 * tq + (i & 1);
+        x = (c < S && attend(e, b, h, t, c, x)) ? x : -INF;
+      }
+      s[j][i] = x * LOG2E;
+    }
+  }
+}
+
+// Forward (or, STATS, only the row logsumexp): a block of 4 warps owns BM = 64 query rows
+// (16 a warp); K/V tiles of BN = 64 keys through shared memory; online softmax in log2
+// units on the accumulator fragments.
+template <bool STATS>
+__device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restrict__ k,
+                                       const T* __restrict__ v, T* __restrict__ o,
+                                       float* __restrict__ lse, const Extra& e, int Tq, int S,
+                                       int H, float scale) {
+  T* Ks = reinterpret_cast<T*>(smem);  // [BN][LDK]; first the Q tile [BM][LDK]
+  T* Vs = Ks + BN * LDK;               // [BN][LDV]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;  // causal: the longest rows first
+  const int r0 = q0 + warp * 16;
+  const long long hb = (long long)b * H + h;
+  const T* kbase = k + ((long long)b * S * H + h) * D;
+  const T* vbase = v + ((long long)b * S * H + h) * DV;
+  unsigned qf[D / 16][4];
+  load_rows<BM, D>(Ks, LDK, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0, Tq);
+  __syncthreads();
+#pragma unroll
+  for (int kb = 0; kb < D / 16; kb++) frag_a(qf[kb], Ks, LDK, warp * 16, kb * 16, lane);
+  float acc[STATS ? 1 : DV / 8][4];
+#pragma unroll
+  for (int j = 0; j < (STATS ? 1 : DV / 8); j++)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  float mr[2] = {-INF, -INF}, lr[2] = {0.f, 0.f};
+  int lo, hi;
+  key_range(e, q0, BM, S, BN, lo, hi);
+  for (int k0 = lo; k0 < hi; k0 += BN) {
+    __syncthreads();
+    load_rows<BN, D>(Ks, LDK, kbase, (long long)H * D, k0, S);
+    if (!STATS) load_rows<BN, DV>(Vs, LDV, vbase, (long long)H * DV, k0, S);
+    __syncthreads();
+    if ((e.flags & 1) && k0 > r0 + 15) continue;  // causal: all keys after this warp's rows
+    float s[BN / 8][4];
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+    for (int kb = 0; kb < D / 16; kb++) mma_nk<BN / 16>(s, qf[kb], Ks, LDK, kb, lane);
+    scores_log2<BN / 8>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+    float mx[2] = {mr[0], mr[1]};
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+      mx[0] = fmaxf(mx[0], fmaxf(s[j][0], s[j][1]));
+      mx[1] = fmaxf(mx[1], fmaxf(s[j][2], s[j][3]));
+    }
+    float mu[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+      mu[r] = mx[r] == -INF ? 0.f : mx[r];  // an empty row so far: p = 0, no NaN
+      const float alpha = exp2f(mr[r] - mu[r]);
+      mr[r] = mx[r];
+      lr[r] *= alpha;
+      if (!STATS) {
+#pragma unroll
+        for (int j = 0; j < (STATS ? 1 : DV / 8); j++) {
+          acc[j][2 * r] *= alpha;
+          acc[j][2 * r + 1] *= alpha;
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const float p = exp2f(s[j][i] - mu[i >> 1]);
+        s[j][i] = p;
+        lr[i >> 1] += p;
+      }
+    }
+    if (!STATS) {
+#pragma unroll
+      for (int kb = 0; kb < BN / 16; kb++) {
+        unsigned pa[4];
+        pack_a(pa, s, kb);
+        mma_kn<DV / 16>(acc, pa, Vs, LDV, kb, lane);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float l = lr[r];
+    l += __shfl_xor_sync(FULL_MASK, l, 1);
+    l += __shfl_xor_sync(FULL_MASK, l, 2);
+    const int t = r0 + g + 8 * r;
+    if (t >= Tq) continue;
+    if (!STATS) {
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      unsigned* orow = reinterpret_cast<unsigned*>(o + (((long long)b * Tq + t) * H + h) * DV);
+#pragma unroll
+      for (int j = 0; j < (STATS ? 1 : DV / 8); j++)
+        orow[j * 4 + tq] = pack2(acc[j][2 * r] * inv, acc[j][2 * r + 1] * inv);
+    }
+    if (lse != nullptr && tq == 0) lse[hb * Tq + t] = l > 0.f ? mr[r] * LN2 + logf(l) : INF;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(NT)
+mx_tc_fwd(const T* q, const T* k, const T* v, T* o, float* lse, EXTRA_PARAMS, int Tq, int S,
+          int H, float scale) {
+  EXTRA_INIT;
+  tc_fwd<false>(q, k, v, o, lse, e, Tq, S, H, scale);
+}
+
+extern "C" __global__ void __launch_bounds__(NT)
+mx_tc_stats(const T* q, const T* k, float* lse, EXTRA_PARAMS, int Tq, int S, int H,
+            float scale) {
+  EXTRA_INIT;
+  tc_fwd<true>(q, k, k, nullptr, lse, e, Tq, S, H, scale);
+}
+
+// dq = scale * dS K with dS = P * (dP - delta), P = exp(scores - lse), dP = dO V^T:
+// a block owns BM query rows, loops over K/V tiles of BN keys.
+extern "C" __global__ void __launch_bounds__(NT)
+mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+         const T* __restrict__ dout, const float* __restrict__ lse,
+         const float* __restrict__ delta, T* __restrict__ dq, EXTRA_PARAMS, int Tq, int S,
+         int H, float scale) {
+  EXTRA_INIT;
+  T* Qs = reinterpret_cast<T*>(smem);  // [BM][LDK]
+  T* Os = Qs + BM * LDK;               // [BM][LDV]: dO
+  T* Ks = Os + BM * LDV;               // [BN][LDK]
+  T* Vs = Ks + BN * LDK;               // [BN][LDV]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const int b = blockIdx.z, h = blockIdx.y;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  const int r0 = q0 + warp * 16;
+  const long long hb = (long long)b * H + h;
+  const T* kbase = k + ((long long)b * S * H + h) * D;
+  const T* vbase = v + ((long long)b * S * H + h) * DV;
+  load_rows<BM, D>(Qs, LDK, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0, Tq);
+  load_rows<BM, DV>(Os, LDV, dout + ((long long)b * Tq * H + h) * DV, (long long)H * DV, q0,
+                    Tq);
+  float l2[2], dl[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int t = min(r0 + g + 8 * r, Tq - 1);
+    l2[r] = lse[hb * Tq + t] * LOG2E;  // +inf for an empty row: P = 0
+    dl[r] = delta[hb * Tq + t];
+  }
+  float acc[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  int lo, hi;
+  key_range(e, q0, BM, S, BN, lo, hi);
+  for (int k0 = lo; k0 < hi; k0 += BN) {
+    __syncthreads();
+    load_rows<BN, D>(Ks, LDK, kbase, (long long)H * D, k0, S);
+    load_rows<BN, DV>(Vs, LDV, vbase, (long long)H * DV, k0, S);
+    __syncthreads();
+    if ((e.flags & 1) && k0 > r0 + 15) continue;
+    float s[BN / 8][4], dp[BN / 8][4];
+    two_products<BN / 16>(s, dp, Qs, Ks, Os, Vs, warp, lane);  // s = Q K^T, dp = dO V^T
+    scores_log2<BN / 8>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+#pragma unroll
+      for (int i = 0; i < 4; i++)
+        s[j][i] = exp2f(s[j][i] - l2[i >> 1]) * (dp[j][i] - dl[i >> 1]);  // dS
+    }
+#pragma unroll
+    for (int kb = 0; kb < BN / 16; kb++) {
+      unsigned a[4];
+      pack_a(a, s, kb);
+      mma_kn<D / 16>(acc, a, Ks, LDK, kb, lane);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int t = r0 + g + 8 * r;
+    if (t >= Tq) continue;
+    unsigned* row = reinterpret_cast<unsigned*>(dq + (((long long)b * Tq + t) * H + h) * D);
+#pragma unroll
+    for (int j = 0; j < D / 8; j++)
+      row[j * 4 + tq] = pack2(acc[j][2 * r] * scale, acc[j][2 * r + 1] * scale);
+  }
+}
+
+// dV = P^T dO, dK = scale * dS^T Q, optionally dS itself (dbias): a block owns BN keys (16 a
+// warp), loops over tiles of BMQ queries; the warp's products are transposed (rows = keys).
+extern "C" __global__ void __launch_bounds__(NT)
+mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+           const T* __restrict__ dout, const float* __restrict__ lse,
+           const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+           float* __restrict__ dbias, EXTRA_PARAMS, int Tq, int S, int H, float scale) {
+  EXTRA_INIT;
+  T* Ks = reinterpret_cast<T*>(smem);  // [BN][LDK]
+  T* Vs = Ks + BN * LDK;               // [BN][LDV]
+  T* Qs = Vs + BN * LDV;               // [BMQ][LDK]
+  T* Os = Qs + BMQ * LDK;              // [BMQ][LDV]: dO
+  float* Ls = reinterpret_cast<float*>(Os + BMQ * LDV);  // [BMQ] lse in log2 units
+  float* Dl = Ls + BMQ;                                  // [BMQ] delta
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const int b = blockIdx.z, h = blockIdx.y, s0 = blockIdx.x * BN;
+  const int n0 = s0 + warp * 16;  // this warp's first key
+  const long long hb = (long long)b * H + h;
+  const T* qbase = q + ((long long)b * Tq * H + h) * D;
+  const T* obase = dout + ((long long)b * Tq * H + h) * DV;
+  load_rows<BN, D>(Ks, LDK, k + ((long long)b * S * H + h) * D, (long long)H * D, s0, S);
+  load_rows<BN, DV>(Vs, LDV, v + ((long long)b * S * H + h) * DV, (long long)H * DV, s0, S);
+  float dka[D / 8][4], dva[DV / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) dka[j][0] = dka[j][1] = dka[j][2] = dka[j][3] = 0.f;
+#pragma unroll
+  for (int j = 0; j < DV / 8; j++) dva[j][0] = dva[j][1] = dva[j][2] = dva[j][3] = 0.f;
+  int lo, hi;
+  query_range(e, s0, BN, Tq, BMQ, lo, hi);
+  for (int t0 = lo; t0 < hi; t0 += BMQ) {
+    __syncthreads();
+    load_rows<BMQ, D>(Qs, LDK, qbase, (long long)H * D, t0, Tq);
+    load_rows<BMQ, DV>(Os, LDV, obase, (long long)H * DV, t0, Tq);
+    for (int i = threadIdx.x; i < BMQ; i += NT) {
+      const int t = t0 + i;
+      Ls[i] = t < Tq ? lse[hb * Tq + t] * LOG2E : INF;
+      Dl[i] = t < Tq ? delta[hb * Tq + t] : 0.f;
+    }
+    __syncthreads();
+    if ((e.flags & 1) && t0 + BMQ - 1 < n0) continue;  // causal: all queries before the keys
+    // S^T = K Q^T, dP^T = V dO^T: key n0 + g + 8 (i >> 1), query t0 + 8 j + 2 tq + (i & 1)
+    float st[BMQ / 8][4], dpt[BMQ / 8][4];
+    two_products<BMQ / 16>(st, dpt, Ks, Qs, Vs, Os, warp, lane);
+    const bool full = !(e.flags & ~1) && n0 + 16 <= S && t0 + BMQ <= Tq &&
+                      !((e.flags & 1) && t0 < n0 + 15);
+#pragma unroll
+    for (int j = 0; j < BMQ / 8; j++) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int c = 8 * j + 2 * tq + (i & 1), t = t0 + c, s = n0 + g + 8 * (i >> 1);
+        float x = st[j][i] * scale;
+        bool ok = true;
+        if (!full) ok = s < S && t < Tq && attend(e, b, h, t, s, x);
+        const float p = ok ? exp2f(x * LOG2E - Ls[c]) : 0.f;
+        const float ds = p * (dpt[j][i] - Dl[c]);
+        if (dbias != nullptr && ok) dbias[(hb * Tq + t) * S + s] = ds;
+        st[j][i] = p;
+        dpt[j][i] = ds;
+      }
+    }
+#pragma unroll
+    for (int kb = 0; kb < BMQ / 16; kb++) {
+      unsigned a[4];
+      pack_a(a, st, kb);
+      mma_kn<DV / 16>(dva, a, Os, LDV, kb, lane);
+      pack_a(a, dpt, kb);
+      mma_kn<D / 16>(dka, a, Qs, LDK, kb, lane);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int s = n0 + g + 8 * r;
+    if (s >= S) continue;
+    const long long row = ((long long)b * S + s) * H + h;
+    unsigned* krow = reinterpret_cast<unsigned*>(dk + row * D);
+    unsigned* vrow = reinterpret_cast<unsigned*>(dv + row * DV);
+#pragma unroll
+    for (int j = 0; j < D / 8; j++)
+      krow[j * 4 + tq] = pack2(dka[j][2 * r] * scale, dka[j][2 * r + 1] * scale);
+#pragma unroll
+    for (int j = 0; j < DV / 8; j++) vrow[j * 4 + tq] = pack2(dva[j][2 * r], dva[j][2 * r + 1]);
+  }
+}
+"""
+
+# --- delta and the row kernels of the cuBLAS path ----------------------------------------------
+AUX = r"""
+// delta[b, h, t] = sum_d dO[b, t, h, d] * O[b, t, h, d]: one warp per (b, t, h) row.
+extern "C" __global__ void mx_attn_delta(const T* __restrict__ dout, const T* __restrict__ out,
+                                         float* __restrict__ delta, int rows, int Tq, int H,
+                                         int DV0) {
+  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const long long base = (long long)row * DV0;
+  float acc = 0.f;
+  for (int d = lane; d < DV0; d += 32) acc += tof(dout[base + d]) * tof(out[base + d]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
+  if (lane == 0) {
+    const int h = row % H, bt = row / H, t = bt % Tq, b = bt / Tq;
+    delta[((long long)b * H + h) * Tq + t] = acc;
+  }
+}
+
+// p = softmax over the attended keys of scale * sc + bias, one warp per row of the scores
+// sc [nh, Tq, S] of batch b, heads h0 ..; 0 where masked, all 0 for an empty row. p may be
+// sc itself (float32).
+extern "C" __global__ void __launch_bounds__(128)
+mx_rows_softmax(const float* sc, T* p, EXTRA_PARAMS, int b, int h0, int nh, int Tq, int S,
+                float scale) {
+  EXTRA_INIT;
+  const int row = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= nh * Tq) return;
+  const int h = h0 + row / Tq, t = row % Tq;
+  const float* x = sc + (long long)row * S;
+  T* y = p + (long long)row * S;
+  int lo = 0, hi = S;
+  if (e.flags & 1) hi = min(hi, t + 1);
+  if (e.flags & 2) {
+    lo = max(lo, t - e.wl);
+    hi = min(hi, t + e.wr + 1);
+  }
+  lo = max(lo, 0);
+  float m = -INF, l = 0.f;
+#pragma unroll 4
+  for (int s = lo + lane; s < hi; s += 32) {
+    float val = x[s] * scale;
+    if (attend(e, b, h, t, s, val)) {
+      if (val > m) {
+        l = l * expf(m - val) + 1.f;
+        m = val;
+      } else {
+        l += expf(val - m);
+      }
+    }
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float mo = __shfl_xor_sync(FULL_MASK, m, o), lo2 = __shfl_xor_sync(FULL_MASK, l, o);
+    const float mn = fmaxf(m, mo);
+    l = mn == -INF ? 0.f : l * expf(m - mn) + lo2 * expf(mo - mn);
+    m = mn;
+  }
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+#pragma unroll 4
+  for (int s = lane; s < S; s += 32) {
+    float r = 0.f;
+    if (s >= lo && s < hi) {
+      float val = x[s] * scale;
+      if (attend(e, b, h, t, s, val)) r = expf(val - m) * inv;
+    }
+    y[s] = fromf(r);
+  }
+}
+
+// ds = p * (dp - delta[row]) over the scores [nh, Tq, S] of batch b, heads h0 ..; ds may be
+// dp itself (float32); with dbias, also a float32 copy into dbias [B, H, Tq, S].
+extern "C" __global__ void __launch_bounds__(256)
+mx_rows_ds(const T* p, const float* dp, const float* __restrict__ delta, T* ds,
+           float* __restrict__ dbias, int b, int h0, int nh, int Tq, int S, int H) {
+  const int row = blockIdx.x;
+  const int h = h0 + row / Tq, t = row % Tq;
+  const long long hrow = ((long long)b * H + h) * Tq + t;
+  const float dl = delta[hrow];
+  const long long base = (long long)row * S;
+  float* db = dbias == nullptr ? nullptr : dbias + hrow * S;
+  for (int s = threadIdx.x; s < S; s += blockDim.x) {
+    const float val = tof(p[base + s]) * (dp[base + s] - dl);
+    ds[base + s] = fromf(val);
+    if (db != nullptr) db[s] = val;
+  }
+}
+"""
+
+_BODIES = {"simt": SIMT, "tc": TC, "aux": AUX}
+
+
+def source(kind: str, dtype_code: int, **defines) -> str:
+    """The CUDA source of one kernel family: #defines (DTYPE and the family's tile sizes)
+    + PRELUDE + the family's kernels."""
+    head = [f"#define DTYPE {dtype_code}"] + [f"#define {k} {v}" for k, v in defines.items()]
+    return "\n".join(head) + "\n" + PRELUDE + _BODIES[kind]
