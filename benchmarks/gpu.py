@@ -9,6 +9,8 @@ Workloads (float32 unless stated):
 - one Adam step of an MLP 784-2048-2048-10 (relu, softmax cross-entropy) at batch 8192:
   ms per step (forward, backward, update); `--profile` also prints the mirax plan's time per
   node (CUDA events, runtime.profile) and PyTorch's per-kernel profile of its step;
+- the same step at batch 64 (`mlp_small`, launch-bound): mirax with CUDA graphs (auto, on,
+  off) against torch eager and torch with the whole step captured as a CUDA graph;
 - one pre-LN causal transformer block (d 1024, 16 heads of 64, MLP 4096, tanh-gelu) at
   batch 8, sequence 1024, forward + backward of mean(block(x)^2) w.r.t. all parameters,
   in float32 and bfloat16: attention is mirax's fused CUDA kernel, torch's
@@ -19,7 +21,7 @@ between device synchronizations; the figure is the median batch time / inner. Re
 are ratios mirax / peer (>1: mirax faster). Peers that fail are reported, not fatal.
 
     PYTHONPATH=. python benchmarks/gpu.py [--quick] [--no-compile] [--json out.json]
-        [--only gelu,softmax,layer_norm,matmul,mlp,transformer] [--update old.json]
+        [--only gelu,softmax,layer_norm,matmul,mlp,mlp_small,transformer] [--update old.json]
         [--profile]
 """
 from __future__ import annotations
@@ -256,6 +258,8 @@ def main():
         results["ratios"] = ratios(results)
         results["cuda_failures"] = {str(k): v for k, v in be.failures.items()}
         results["fusion"] = {how: n for (p, how), n in be.report.items() if p == "fusion"}
+        from mirax.backends.cuda import graphs
+        results["cuda_graphs"] = {**graphs.stats, "failures": list(graphs.failures)}
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(results, f, indent=1, default=str)
@@ -263,6 +267,9 @@ def main():
     if not only or "mlp" in only:
         mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=args.quick,
                  profile=args.profile)
+        save()
+    if not only or "mlp_small" in only:  # launch-bound: CUDA graphs on / off
+        mlp_case(results, checks, peers, mx, mnp, csync, rng, batch=64, name="mlp_adam_b64")
         save()
 
     # --- attention alone and the transformer block ------------------------------------------
@@ -293,10 +300,13 @@ def mirax_plan(mx, f, *args):
     return lambda: plan(*bufs)
 
 
-def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=False):
+def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=False,
+             batch=None, name="mlp_adam"):
+    """The MLP Adam step; mirax with CUDA graphs forced on and off besides its default (auto:
+    captured when launch-bound), torch eager and torch with the whole step in a CUDA graph."""
     torch, jax = peers.torch, peers.jax
     sizes = [784, 2048, 2048, 10]
-    batch = 1024 if quick else 8192
+    batch = batch or (1024 if quick else 8192)
     lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
     init = []
     for i in range(3):
@@ -353,8 +363,31 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
             st["s"] = (p, m, v, t)
         return run, csync
 
+    def graphs(knob):
+        # a fresh jit whose plan is made (warm-up calls) with MIRAX_CUDA_GRAPHS=knob
+        st = {"s": state["s"]}
+        jstep2 = mx.jit(lambda *a: step(*a))
+
+        def run():
+            p, m, v, t = st["s"]
+            p, m, v, t, _ = jstep2(p, m, v, t, xm, ym)
+            st["s"] = (p, m, v, t)
+        old = os.environ.get("MIRAX_CUDA_GRAPHS")
+        os.environ["MIRAX_CUDA_GRAPHS"] = knob
+        try:
+            for _ in range(3):
+                run()
+        finally:
+            os.environ.pop("MIRAX_CUDA_GRAPHS")
+            if old is not None:
+                os.environ["MIRAX_CUDA_GRAPHS"] = old
+        return run, csync
+
     impls = {"mirax jit": lambda: (mirax_step, csync),
-             "mirax jit (no merge)": no_merge}
+             "mirax jit (graphs on)": lambda: graphs("1"),
+             "mirax jit (graphs off)": lambda: graphs("0")}
+    if name == "mlp_adam":
+        impls["mirax jit (no merge)"] = no_merge
     if profile:
         try:
             from mirax.backends import get_device
@@ -395,6 +428,33 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
             return tstep, peers.tsync
         impls["torch eager"] = lambda: torch_setup(False)
         impls["torch.compile"] = lambda: torch_setup(True)
+
+        def torch_graph():
+            # the whole step (forward, backward, Adam) captured once, as PyTorch's docs show
+            model = torch.nn.Sequential(
+                torch.nn.Linear(784, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 2048),
+                torch.nn.ReLU(), torch.nn.Linear(2048, 10)).cuda()
+            opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(b1, b2), eps=eps,
+                                   capturable=True)
+            xt, yt = torch.from_numpy(xb).cuda(), torch.from_numpy(yb).long().cuda()
+
+            def body():
+                opt.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(model(xt), yt).backward()
+                opt.step()
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    body()
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            opt.zero_grad(set_to_none=True)
+            with torch.cuda.graph(g):
+                torch.nn.functional.cross_entropy(model(xt), yt).backward()
+                opt.step()
+            return g.replay, peers.tsync
+        impls["torch CUDA graph"] = torch_graph
     if jax:
         jnp = jax.numpy
 
@@ -462,7 +522,7 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
                          ("ones @ a", lambda: ones @ a)):
             print(f"  column sum [{batch},2048] {label}: "
                   f"{1e3 * timeit(f, csync):.4f} ms", flush=True)
-    run_case(results, "mlp_adam", "TFLOP/s", flops, impls)
+    run_case(results, name, "TFLOP/s", flops, impls)
     # the first mirax losses go down (a sanity check that the step trains)
     if "loss" in state:
         checks["mlp_loss_after_bench"] = float(np.asarray(state["loss"]))

@@ -16,7 +16,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.backends.base import Backend, Device
-from mirax.backends.cuda import attention, library, runtime
+from mirax.backends.cuda import attention, graphs, library, runtime
 from mirax.core import trace as _trace
 
 _COMPOSITE_ROWS = {"softmax": "softmax", "log_softmax": "log_softmax",
@@ -40,6 +40,8 @@ class CudaBackend(Backend):
         self.failures: dict = {}  # (name, dtypes) -> the error of a native impl that raised;
         # such signatures run on the host from then on (MIRAX_CUDA_STRICT=1 raises instead)
         self.strict = os.environ.get("MIRAX_CUDA_STRICT", "") not in ("", "0")
+        self.host_calls = 0  # host-fallback runs so far (plans that make any are not captured
+        # as CUDA graphs: graphs.py)
 
     # --- buffers ----------------------------------------------------------------------------
     def devices(self):
@@ -105,7 +107,7 @@ class CudaBackend(Backend):
                 try:
                     out = fn(*bufs, **params)
                 except Exception as e:  # noqa: BLE001 - the host impl raises real errors again
-                    if self.strict:
+                    if self.strict or graphs.capturing[0]:  # a capture failed: not the op
                         raise
                     self.failures[sig] = f"{type(e).__name__}: {e}"[:300]
                 else:
@@ -118,6 +120,7 @@ class CudaBackend(Backend):
 
     def _host_fallback(self, prim):
         def run(*bufs, **params):
+            self.host_calls += 1
             host = [cp.asnumpy(b) if isinstance(b, cp.ndarray) else b for b in bufs]
             out = prim.impl(*host, **params)
             if prim.multiple_results:

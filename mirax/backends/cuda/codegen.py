@@ -11,7 +11,8 @@ each source.
 float16 and bfloat16 are storage types only: kernels see their bits (`unsigned short`;
 CuPy kernels get uint16 views), compute in float32 and round each op's result to the
 storage type (round to nearest even), as NumPy's float16 loops and ml_dtypes' bfloat16
-ufuncs do op by op; reductions accumulate in float32 and round once.
+ufuncs do op by op; reductions accumulate in float32 and round once. NOTE: CuPy compiles
+every kernel with -ftz=true, so float32 subnormals, and with them bfloat16's, flush to zero.
 
 `Unsupported` means "no kernel for this": the runtime then runs the group op by op.
 

@@ -1,7 +1,8 @@
 """CUDA impls of primitives on CuPy buffers: the table the backend claims as native.
 
 Three kinds of entries, each a function `(*bufs, **params) -> buffer(s)`:
-- explicit CuPy code (dot_general through cuBLAS, reductions accumulating f16/bf16 in
+- explicit CuPy code (dot_general through cuBLAS called by ctypes so that CUDA graphs
+  can capture it, reductions accumulating f16/bf16 in
   float32, casts, iota, pad, linalg through cuSOLVER, erf & co through cupyx);
 - the NumPy reference impl run unchanged on CuPy buffers (`REFERENCE_OK`): NumPy hands
   ufuncs and most array functions to CuPy (`__array_ufunc__` / `__array_function__`),
@@ -152,37 +153,149 @@ def pad(x, v, *, padding_config):
 
 
 # --- dot_general ------------------------------------------------------------------------------
-_CUDA_TYPE = {np.dtype(np.float16): 2, dtypes.bfloat16: 14, np.dtype(np.float32): 0}
-_COMPUTE_32F = 68   # CUBLAS_COMPUTE_32F
+# cuBLAS through ctypes on a handle of our own: CuPy's cuBLAS wrappers refuse to run while a
+# stream is being captured (graphs.py), and a capture-safe GEMM is what makes a training
+# step capturable. float32 stays full float32 (no TF32), 16-bit floats accumulate in float32.
+_CUDA_TYPE = {np.dtype(np.float16): 2, dtypes.bfloat16: 14, np.dtype(np.float32): 0,
+              np.dtype(np.float64): 1}
+_COMPUTE_32F, _COMPUTE_64F = 68, 70  # cublasComputeType_t
 _GEMM_DEFAULT = -1  # CUBLAS_GEMM_DEFAULT
-_ONE, _ZERO = np.ones(1, np.float32), np.zeros(1, np.float32)
+_WORKSPACE = 32 << 20  # bytes: cuBLAS's own pool would allocate inside a capture
 
 
-def _gemm_half(a, b):
-    """Row-major a[m,k] @ b[k,n] for f16/bf16 via cublasGemmEx, float32 accumulation.
+class _Blas:
+    """One cuBLAS handle per device, its stream and workspace set when the stream changes."""
 
-    Row-major C = A B is column-major C^T = B^T A^T: call gemm on (b, a) untransposed."""
-    from cupy_backends.cuda.libs import cublas
+    def __init__(self):
+        import ctypes
+        from ctypes import c_int, c_longlong, c_size_t, c_void_p
+        cp.cuda.device.get_cublas_handle()  # CuPy loads libcublas into the process
+        lib = None
+        for name in _cublas_names():
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        if lib is None:
+            raise OSError("libcublas not found")
+        P, I = c_void_p, c_int
+        self.create = lib.cublasCreate_v2
+        self.create.argtypes = [ctypes.POINTER(c_void_p)]
+        self.set_stream = lib.cublasSetStream_v2
+        self.set_stream.argtypes = [P, P]
+        self.set_workspace = lib.cublasSetWorkspace_v2
+        self.set_workspace.argtypes = [P, P, c_size_t]
+        self.gemm = lib.cublasGemmEx
+        self.gemm.argtypes = [P, I, I, I, I, I, P, P, I, I, P, I, I, P, P, I, I, I, I]
+        self.batched = lib.cublasGemmStridedBatchedEx
+        self.batched.argtypes = [P, I, I, I, I, I, P, P, I, I, c_longlong, P, I, I,
+                                 c_longlong, P, P, I, I, c_longlong, I, I, I]
+        for f in (self.create, self.set_stream, self.set_workspace, self.gemm, self.batched):
+            f.restype = c_int
+        self.handles: dict = {}  # device id -> [handle, stream ptr, workspace]
+        self.one32, self.zero32 = ctypes.c_float(1.0), ctypes.c_float(0.0)
+        self.one64, self.zero64 = ctypes.c_double(1.0), ctypes.c_double(0.0)
+        self.ref = ctypes.byref
+
+    def handle(self):
+        dev = cp.cuda.Device().id
+        entry = self.handles.get(dev)
+        if entry is None:
+            import ctypes
+            h = ctypes.c_void_p()
+            _check(self.create(ctypes.byref(h)), "cublasCreate")
+            # a plain cudaMalloc: never a block of whatever pool is current (graphs.py)
+            entry = self.handles[dev] = [h, None, cp.cuda.Memory(_WORKSPACE)]
+        stream = cp.cuda.get_current_stream().ptr
+        if entry[1] != stream:  # setting the stream resets the workspace: set both
+            _check(self.set_stream(entry[0], stream), "cublasSetStream")
+            _check(self.set_workspace(entry[0], entry[2].ptr, _WORKSPACE),
+                   "cublasSetWorkspace")
+            entry[1] = stream
+        return entry[0]
+
+
+def _cublas_names():
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {ln.split()[-1] for ln in f if "libcublas.so" in ln and "Lt" not in ln}
+    except OSError:
+        paths = set()
+    return sorted(paths) + ["libcublas.so.13", "libcublas.so.12", "libcublas.so"]
+
+
+def _check(status, what):
+    if status != 0:
+        raise RuntimeError(f"{what} failed: cuBLAS status {status}")
+
+
+_blas: list = []  # [_Blas] once made; [None] when cuBLAS could not be loaded
+
+
+def _get_blas():
+    if not _blas:
+        try:
+            _blas.append(_Blas())
+        except (OSError, AttributeError):  # no libcublas with these entry points
+            _blas.append(None)
+    return _blas[0]
+
+
+def _operand(x):
+    """(x, transposed, leading dimension) of a 2-d x as a column-major cuBLAS operand:
+    C-contiguous x[r, c] is the column-major [c, r] matrix (ld c); F-contiguous is x
+    itself (ld r), which cuBLAS reads transposed; anything else is made C-contiguous."""
+    if x.flags.c_contiguous:
+        return x, False, max(x.shape[1], 1)
+    if x.flags.f_contiguous:
+        return x, True, max(x.shape[0], 1)
+    x = cp.ascontiguousarray(x)
+    return x, False, max(x.shape[1], 1)
+
+
+def _gemm(a, b):
+    """Row-major a[m,k] @ b[k,n] (or a[nb,m,k] @ b[nb,k,n]) by cublasGemmEx (strided
+    batched for 3-d), or None where this path does not apply (dtype, no cuBLAS).
+
+    Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (b, a)."""
+    blas = _get_blas()
+    t = _CUDA_TYPE.get(a.dtype)
+    if blas is None or t is None or b.dtype != a.dtype:
+        return None
+    f64 = t == 1
+    one, zero = (blas.one64, blas.zero64) if f64 else (blas.one32, blas.zero32)
+    compute = _COMPUTE_64F if f64 else _COMPUTE_32F
+    ref = blas.ref
+    if a.ndim == 2:
+        m, k = a.shape
+        n = b.shape[1]
+        c = cp.empty((m, n), a.dtype)
+        if m == 0 or n == 0 or k == 0:
+            c.fill(0)
+            return c
+        a, ta, lda = _operand(a)
+        b, tb, ldb = _operand(b)
+        _check(blas.gemm(blas.handle(), int(tb), int(ta), n, m, k, ref(one), b.data.ptr, t,
+                         ldb, a.data.ptr, t, lda, ref(zero), c.data.ptr, t, n, compute,
+                         _GEMM_DEFAULT), "cublasGemmEx")
+        return c
+    nb, m, k = a.shape
+    n = b.shape[2]
+    c = cp.empty((nb, m, n), a.dtype)
+    if c.size == 0 or k == 0:
+        c.fill(0)
+        return c
     a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
-    m, k = a.shape
-    n = b.shape[1]
-    c = cp.empty((m, n), a.dtype)
-    t = _CUDA_TYPE[a.dtype]
-    handle = cp.cuda.device.get_cublas_handle()
-    cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
-    cublas.gemmEx(handle, 0, 0, n, m, k, _ONE.ctypes.data, b.data.ptr, t, n,
-                  a.data.ptr, t, k, _ZERO.ctypes.data, c.data.ptr, t, n,
-                  _COMPUTE_32F, _GEMM_DEFAULT)
+    _check(blas.batched(blas.handle(), 0, 0, n, m, k, ref(one), b.data.ptr, t, n, k * n,
+                        a.data.ptr, t, k, m * k, ref(zero), c.data.ptr, t, n, m * n, nb,
+                        compute, _GEMM_DEFAULT), "cublasGemmStridedBatchedEx")
     return c
 
 
 def _matmul2d(a, b):
-    if a.dtype in LOW and a.shape[0] and a.shape[1] and b.shape[1]:
-        try:
-            return _gemm_half(a, b)
-        except Exception:  # noqa: BLE001 - an old CuPy without gemmEx: the float32 way
-            return cp.matmul(a.astype(cp.float32), b.astype(cp.float32)).astype(a.dtype)
-    return cp.matmul(a, b)
+    out = _gemm(a, b)
+    return out if out is not None else cp.matmul(a, b)
 
 
 def dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
@@ -199,11 +312,11 @@ def dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
     b_ = cp.transpose(rhs, rb + rc + rf)
     if nb == 1:
         out = _matmul2d(a_.reshape(m, k), b_.reshape(k, n))
-    elif lhs.dtype in LOW:
-        out = cp.matmul(a_.reshape(nb, m, k).astype(cp.float32),
-                        b_.reshape(nb, k, n).astype(cp.float32))
     else:
-        out = cp.matmul(a_.reshape(nb, m, k), b_.reshape(nb, k, n))
+        a3, b3 = a_.reshape(nb, m, k), b_.reshape(nb, k, n)
+        out = _gemm(a3, b3)
+        if out is None:
+            out = cp.matmul(a3, b3)
     shape = bshape + tuple(lhs.shape[a] for a in lf) + tuple(rhs.shape[a] for a in rf)
     return out.reshape(shape).astype(out_dtype, copy=False)
 

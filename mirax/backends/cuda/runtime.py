@@ -7,7 +7,8 @@ has no fused kernel for (so gelu(x*w+b) becomes one elementwise chain) and re-ru
 pass pipeline when it did, then writes one line per node: fusion nodes call the kernel
 from codegen.py (or, where codegen has none, their nodes one by one), other nodes call
 the backend's impl with params bound. Dead intermediates are dropped after their last
-use so the CuPy pool can reuse their memory. MIRAX_DEBUG=3 prints the plan.
+use so the CuPy pool can reuse their memory. MIRAX_DEBUG=3 prints the plan. A top-level
+plan is replayed as a CUDA graph when it is launch-bound (graphs.py, MIRAX_CUDA_GRAPHS).
 
 Invariant: a plan takes and returns CuPy buffers (host inputs are moved to the device on
 entry); `graph.cache[("exe", "cuda")]` holds it.
@@ -21,7 +22,7 @@ import sys
 import cupy as cp
 import numpy as np
 
-from mirax.backends.cuda import codegen
+from mirax.backends.cuda import codegen, graphs
 from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
 from mirax.core.avals import ShapedArray
 from mirax.ir.graph import Graph
@@ -74,7 +75,8 @@ def _registry():
 
 
 def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
-    """A callable(*buffers) -> list of CuPy buffers running `graph` on the GPU.
+    """A callable(*buffers) -> list of CuPy buffers running `graph` on the GPU (a top-level
+    plan: graphs.Replay, which captures it as a CUDA graph once that pays).
 
     With `timer` (a list), every node's call is bracketed by CUDA events appended to it as
     (label, start, end): see `profile`. `merge=False` for a fusion node's own nodes run one
@@ -132,10 +134,12 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     exec(compile(src, f"<mirax cuda plan {graph.name}>", "exec"), env)
     plan = env["plan"]
     in_dtypes = [v.aval.dtype for v in graph.inputs]
-
-    def run(*bufs):
-        return plan(*[b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
-                      for b, d in zip(bufs, in_dtypes)])
+    if timer is None and merge:  # a top-level plan: replayed as a CUDA graph once it pays
+        run = graphs.Replay(be, plan, in_dtypes, graph.name)
+    else:
+        def run(*bufs):
+            return plan(*[b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
+                          for b, d in zip(bufs, in_dtypes)])
     run.source = src
     run.graph = graph
     return run

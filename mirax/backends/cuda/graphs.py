@@ -1,0 +1,229 @@
+"""CUDA graphs: a static plan's kernel sequence captured once and replayed with one launch.
+
+Where it sits: runtime.lower wraps each top-level plan in `Replay`. The plan runs as usual
+for its first calls (kernels compile, nested plans lower, CuPy's and cuBLAS's lazy setup
+happen). Then, when the plan is worth it (`MIRAX_CUDA_GRAPHS`: 1 always, 0 never, unset:
+when one measured call shows the GPU waiting on the host, i.e. launch-bound), it is
+captured on a side stream into buffers of a private CuPy memory pool, and every later call
+is: one kernel copying the inputs into the static input buffers, the graph's launch, and
+one kernel copying the static outputs into fresh buffers from CuPy's pool (so no caller
+ever holds a buffer that the next replay overwrites).
+
+The knob is read on a plan's calls until it is captured or ruled out: MIRAX_CUDA_GRAPHS=0
+at a plan's first call keeps it plain for good.
+
+Invariant: a capture never sees host work. Plans that ran a host fallback (the backend's
+`host_calls` moved during a call) or whose capture failed (a host sync inside, such as
+cond's branch index) are never captured again and run as plain plans. The private pool
+lives as long as the graph: its blocks are the addresses baked into the graph, and no
+other allocation can be handed them.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import cupy as cp
+import numpy as np
+
+_depth = [0]    # > 0 while a plan runs: nested plans (composite bodies, loops) never capture
+capturing = [False]  # True during a capture: errors there are the capture's, not an op's
+WARMUP = 1      # plain calls before a plan is measured or captured
+LAUNCH_BOUND = 0.5  # host time / GPU time of one call above which auto mode captures
+stats = {"captured": 0, "replays": 0, "refused": 0}
+failures: list = []  # why captures failed (a host sync inside, ...), newest last
+
+
+def mode() -> str:
+    """'1' (capture every capturable plan), '0' (never) or 'auto' (MIRAX_CUDA_GRAPHS)."""
+    v = os.environ.get("MIRAX_CUDA_GRAPHS", "").strip().lower()
+    return {"1": "1", "on": "1", "true": "1", "0": "0", "off": "0", "false": "0"}.get(v, "auto")
+
+
+class Replay:
+    """callable(*bufs) -> list of buffers: `plan`, captured as a CUDA graph once it pays."""
+
+    def __init__(self, be, plan, in_dtypes, name: str = "plan"):
+        self.be, self.plan, self.in_dtypes, self.name = be, plan, in_dtypes, name
+        self.calls = 0
+        self.state = "warm"  # -> "measured" (auto) -> "graph" | "off"
+        self.graph = None
+
+    def __call__(self, *bufs):
+        bufs = [b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
+                for b, d in zip(bufs, self.in_dtypes)]
+        if self.state == "off" or _depth[0]:
+            return self._plain(bufs)
+        if self.state == "graph":
+            return self._replay(bufs)
+        knob = mode()
+        if knob == "0":  # for good: a plan made while graphs are off stays plain
+            self.state = "off"
+            return self._plain(bufs)
+        self.calls += 1
+        if self.calls <= WARMUP:
+            return self._checked(bufs)
+        if self.state == "warm" and knob == "auto":
+            return self._measure(bufs)
+        return self._capture(bufs)
+
+    # --- plain runs ------------------------------------------------------------------------
+    def _plain(self, bufs):
+        _depth[0] += 1
+        try:
+            return self.plan(*bufs)
+        finally:
+            _depth[0] -= 1
+
+    def _checked(self, bufs):
+        """A plain run; a host fallback inside rules the plan out for good."""
+        before = self.be.host_calls
+        out = self._plain(bufs)
+        if self.be.host_calls != before:
+            self._refuse("a host fallback ran")
+        return out
+
+    def _measure(self, bufs):
+        """One plain call timed on the host and on the GPU: launch-bound plans (the GPU
+        waits on the host most of the call) are captured from the next call on."""
+        stream = cp.cuda.get_current_stream()
+        stream.synchronize()
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        t0 = time.perf_counter()
+        out = self._checked(bufs)
+        host = time.perf_counter() - t0
+        end.record()
+        end.synchronize()
+        gpu = cp.cuda.get_elapsed_time(start, end) / 1e3
+        if self.state != "off":
+            self.state = "measured" if host > LAUNCH_BOUND * gpu else "off"
+        self.measured = (host, gpu)
+        return out
+
+    def _refuse(self, why: str):
+        self.state = "off"
+        self.graph = None
+        stats["refused"] += 1
+        failures.append(f"{self.name}: {why}")
+        del failures[:-20]
+
+    # --- capture and replay ----------------------------------------------------------------
+    def _capture(self, bufs):
+        cur = cp.cuda.get_current_stream()
+        side = cp.cuda.Stream(non_blocking=True)
+        pool = cp.cuda.MemoryPool()
+        side.wait_event(cur.record())
+        before = self.be.host_calls
+        try:
+            with cp.cuda.using_allocator(pool.malloc), side:
+                static_in = [cp.empty(b.shape, b.dtype) for b in bufs]
+                copy_in = Copies([b.nbytes for b in bufs])
+                copy_in(bufs, static_in)
+                # a plain run on the side stream with the static buffers first: kernels for
+                # this layout compile and the pool caches the blocks the capture will take
+                del_outs = self._plain(static_in)
+                del del_outs
+                side.begin_capture()
+                capturing[0] = True
+                try:
+                    outs = [_aligned(o) for o in self._plain(static_in)]
+                finally:
+                    capturing[0] = False
+                    graph = side.end_capture()
+        except Exception as e:  # noqa: BLE001 - a host sync or an unsupported call inside
+            cur.wait_event(side.record())
+            self._refuse(f"capture failed: {type(e).__name__}: {str(e)[:200]}")
+            return self._plain(bufs)
+        cur.wait_event(side.record())
+        if self.be.host_calls != before:
+            self._refuse("a host fallback ran during capture")
+            return self._plain(bufs)
+        self.graph, self.pool, self.static_in, self.static_out = graph, pool, static_in, outs
+        self.copy_in = copy_in
+        self.copy_out = Copies([o.nbytes for o in outs])
+        self.state = "graph"
+        stats["captured"] += 1
+        return self._replay(bufs)
+
+    def _replay(self, bufs):
+        self.copy_in(bufs, self.static_in)
+        self.graph.launch()
+        outs = [cp.empty(o.shape, o.dtype) for o in self.static_out]
+        self.copy_out(self.static_out, outs)
+        stats["replays"] += 1
+        return outs
+
+
+def _aligned(o):
+    """A captured output as a C-contiguous buffer at a 16-byte boundary (a copy, inside
+    the capture, where it is a view)."""
+    if o.flags.c_contiguous and o.data.ptr % 16 == 0:
+        return o
+    return cp.array(o, order="C", copy=True)
+
+
+# --- one kernel copying many contiguous buffers ---------------------------------------------
+_COPY_SRC = r"""
+#define T 256
+__device__ __forceinline__ void seg(const unsigned char* s, unsigned char* d, long long n,
+                                    long long b, long long nb) {
+  const long long n16 = n >> 4;
+  const uint4* s4 = reinterpret_cast<const uint4*>(s);
+  uint4* d4 = reinterpret_cast<uint4*>(d);
+  for (long long i = b * T + threadIdx.x; i < n16; i += nb * T) d4[i] = s4[i];
+  const int tail = (int)(n & 15);
+  if (b == 0 && threadIdx.x < tail) d[(n16 << 4) + threadIdx.x] = s[(n16 << 4) + threadIdx.x];
+}
+"""
+_SEGMENTS = 64  # buffers per kernel (two pointers each: well inside the 4 KB of parameters)
+_MAX_BLOCKS = 1024  # per buffer; each thread copies 16 bytes per step of a grid-stride loop
+_copy_kernels: dict = {}
+
+
+class Copies:
+    """callable(srcs, dsts): copy each contiguous src into its dst (`nbytes` each, fixed)
+    with one kernel launch per 64 buffers; unaligned or strided sources are copied one by
+    one (cp.copyto) after it."""
+
+    def __init__(self, nbytes: list):
+        self.nbytes = [int(n) for n in nbytes]
+        self.chunks = []
+        for lo in range(0, len(nbytes), _SEGMENTS):
+            idx = [i for i in range(lo, min(lo + _SEGMENTS, len(nbytes))) if nbytes[i]]
+            if idx:
+                self.chunks.append((idx, *_copy_kernel(tuple(self.nbytes[i] for i in idx))))
+
+    def __call__(self, srcs, dsts):
+        odd = []
+        for idx, kern, blocks in self.chunks:
+            args = []
+            for i in idx:
+                s, d = srcs[i], dsts[i]
+                if not (s.flags.c_contiguous and s.data.ptr % 16 == 0):
+                    odd.append(i)
+                    s = d  # copies itself (harmless); cp.copyto below writes the values
+                args += (s, d)
+            kern((blocks,), (256,), tuple(args))
+        for i in odd:
+            cp.copyto(dsts[i], srcs[i])
+
+
+def _copy_kernel(sizes: tuple):
+    key = sizes
+    hit = _copy_kernels.get(key)
+    if hit is not None:
+        return hit
+    params, body, first = [], [], 0
+    for k, n in enumerate(sizes):
+        nb = int(min(max(1, -(-(n // 16) // (256 * 4))), _MAX_BLOCKS))
+        params.append(f"const unsigned char* s{k}, unsigned char* d{k}")
+        body.append(f"  if (b < {first + nb}) {{ seg(s{k}, d{k}, {n}LL, b - {first}, {nb}); "
+                    f"return; }}")
+        first += nb
+    src = (_COPY_SRC + f'extern "C" __global__ void mirax_copies({", ".join(params)}) {{\n'
+           "  const long long b = blockIdx.x;\n" + "\n".join(body) + "\n}\n")
+    from mirax.backends.cuda.codegen import _debug
+    _debug("copies", "", src)
+    hit = _copy_kernels[key] = (cp.RawKernel(src, "mirax_copies"), first)
+    return hit
