@@ -159,3 +159,12 @@ def test_unwritable_cache_compiles_in_memory(monkeypatch, tmp_path):
     loops._kernels.clear()
     x = RNG.normal(size=5000).astype(np.float32)
     _bitwise(lambda x: x * 5.0 + 2.0, x)
+
+
+def test_a_failing_compile_falls_back_to_blocked(monkeypatch, capsys):
+    def broken(src):
+        raise RuntimeError("no compiler here")
+    monkeypatch.setattr(loops, "_compiled", broken)
+    x = RNG.normal(size=(64, 128)).astype(np.float32)
+    _bitwise(lambda x: (x * 2.0 + 1.0) / (x * x + 3.0), x)
+    assert "running it blocked" in capsys.readouterr().err

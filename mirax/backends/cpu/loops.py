@@ -186,13 +186,21 @@ def compile_fusion(node):
     from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"# --- compiled CPU loop {node.params['name']} ---\n{src}", file=sys.stderr)
-    kernel = _compiled(src)
     L, R = (1, lay.L) if lay.flat else (lay.L, lay.R)   # flat: one row, the inner loop
     view = {"full": (L, R), "lead": (R,), "trail": (L,), "one": (1,)}
     in_shapes = [view[lay.ins[v]] for v in ins]
     red = {n.outputs[0] for n in members if n.prim.name in REDUCE}   # (R,) sums
     out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
                  for o in outs]
+    try:   # compile now, on empty arrays of the call's types (the loop body never runs)
+        kernel = _compiled(src)
+        empty = [np.empty((0,) * len(s), np.dtype(v.aval.dtype)) for v, s in zip(ins, in_shapes)]
+        kernel(0, 0, *empty, *(np.empty((0,) * len(s), d) for s, d, _ in out_specs))
+    except Exception as e:   # a numba failure is ours, not the user's: run it blocked
+        from mirax.backends.cpu import blocked
+        print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
+              f"running it blocked", file=sys.stderr)
+        return blocked.compile_fusion(node)
 
     def run(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
