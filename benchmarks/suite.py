@@ -1,4 +1,5 @@
-"""The benchmark suite: the issue's workloads, mirax against JAX and PyTorch, in one run.
+"""The benchmark suite: the issue's workloads, mirax against JAX, PyTorch and HIPS autograd,
+in one run.
 
     python benchmarks/suite.py [--rounds 5] [--only W1,W4] [--torch-compile] [--no-eager]
 
@@ -18,7 +19,13 @@ against JAX before timing; medians of interleaved rounds after warm-up):
   W9  first call (trace, compile, run) of jit(grad) of a 6-layer W5 model; once each
 
 Peers: JAX jit (the reference of every ratio), PyTorch eager, torch.compile with
---torch-compile (skipped where it fails; its compile takes minutes on a small CPU).
+--torch-compile (skipped where it fails; its compile takes minutes on a small CPU), and
+HIPS autograd (optional; skipped when not installed) on W1-W5 and W7, written as its
+users would: W2 loops grad over the 128 examples (autograd has no vmap), W3 is its
+make_hvp (reverse over reverse), W7's jacrev is autograd.jacobian and its jacfwd stacks
+256 forward-mode make_jvp calls (autograd has no jacfwd). autograd is absent from W6
+(it has no index_add / segment ops: np.add.at is not differentiable in autograd), from
+W8 (benchmarks/overhead.py's peers) and from W9 (it compiles nothing, so has no first call).
 Results: benchmarks/results/suite.json and suite.md (and suite.png when matplotlib is
 installed). Ratios are time / JAX jit time: below 1 means faster than JAX.
 """
@@ -53,6 +60,11 @@ try:
     torch_single_thread()
 except ImportError:
     torch = None
+try:
+    import autograd
+    import autograd.numpy as anp
+except ImportError:  # optional peer
+    autograd = anp = None
 
 RNG = np.random.default_rng(0)
 
@@ -179,6 +191,9 @@ def w1(args):
         cases["torch eager"] = lambda: tstep(tp, tz, tz, tx, ty)
         if args.torch_compile:
             cases.update(_torch_compiled("torch.compile", tstep, (tp, tz, tz, tx, ty)))
+    if autograd is not None:  # mx.tree.map only walks the lists of NumPy arrays here
+        astep = step_with(anp, autograd.value_and_grad, mx.tree.map)
+        cases["autograd"] = lambda: astep(params, zeros, zeros, x, y)
     return cases
 
 
@@ -222,6 +237,13 @@ def w2(args):
         tp = [(torch.tensor(w), torch.tensor(b)) for w, b in params]
         tx, ty = torch.tensor(x), torch.tensor(y)
         cases["torch eager"] = lambda: tg(tp, tx, ty)
+    if autograd is not None:
+        ag = autograd.grad(lambda p, x, y: loss(anp, p, x, y))
+
+        def aper_example(p, x, y):  # autograd has no vmap: one grad call per example
+            gs = [ag(p, x[i], y[i]) for i in range(len(x))]
+            return mx.tree.map(lambda *t: np.stack(t), *gs)
+        cases["autograd"] = lambda: aper_example(params, x, y)
     return cases
 
 
@@ -264,6 +286,9 @@ def w3(args):
         tv = [(torch.tensor(w), torch.tensor(b)) for w, b in vec]
         cases["torch eager"] = lambda: jvp(grad(lambda q: loss(tns, q, tx, ty)),
                                            (tp,), (tv,))[1]
+    if autograd is not None:  # make_hvp: the vjp of grad (reverse over reverse)
+        from autograd.differential_operators import make_hvp
+        cases["autograd"] = lambda: make_hvp(lambda q: loss(anp, q, x, y))(params)[0](vec)
     return cases
 
 
@@ -307,6 +332,9 @@ def w4(args):
                 f = g.sum()
             return g
         cases["torch eager"] = lambda: t3(tx)
+    if autograd is not None:
+        a3 = third(anp, autograd.grad)
+        cases["autograd"] = lambda: a3(x)
     w4.first_call = first
     return cases
 
@@ -339,7 +367,22 @@ def w7(args):
             tx = torch.tensor(x)
             tfn = getattr(tf, kind)(lambda x, p=tp: net(tns, p, x))
             cases[f"{kind}: torch eager"] = (lambda tfn=tfn: tfn(tx))
+        if autograd is not None:
+            ajac = autograd.jacobian if kind == "jacrev" else _autograd_jacfwd
+            afn = ajac(lambda x, p=params: net(anp, p, x))
+            cases[f"{kind}: autograd"] = (lambda afn=afn: afn(x))
     return cases
+
+
+def _autograd_jacfwd(f):
+    """The Jacobian of f from a 1-D x in autograd's forward mode: it has make_jvp but no
+    jacfwd, so one JVP per input basis vector, stacked as columns."""
+    from autograd.differential_operators import make_jvp
+
+    def jac(x):
+        jvp = make_jvp(f)(x)
+        return np.stack([jvp(e)[1] for e in np.eye(x.size, dtype=x.dtype)], axis=-1)
+    return jac
 
 
 # --- W5 / W9: pre-LN transformer block ---------------------------------------------------------
@@ -429,6 +472,34 @@ class _TorchNN:
         return torch.nn.functional.gelu(x, approximate="tanh")
 
 
+class _AutogradNN:
+    """The block in autograd.numpy, which has no attention, layer norm or gelu: written out
+    (matmul + masked softmax; mean and variance; the tanh form). Python-float constants
+    keep everything float32."""
+    reshape = staticmethod(lambda x, s: anp.reshape(x, s))
+    mean = staticmethod(lambda x: anp.mean(x))
+
+    @staticmethod
+    def ln(x, w, b):
+        mu = anp.mean(x, -1, keepdims=True)
+        var = anp.mean((x - mu) ** 2, -1, keepdims=True)
+        return (x - mu) / anp.sqrt(var + 1e-5) * w + b
+
+    @staticmethod
+    def attn(q, k, v):
+        q, k, v = (anp.transpose(t, (0, 2, 1, 3)) for t in (q, k, v))  # [B,H,T,Dh]
+        T, dh = q.shape[2], q.shape[3]
+        s = (q @ anp.swapaxes(k, -1, -2)) * float(dh ** -0.5)
+        s = anp.where(np.tril(np.ones((T, T), bool)), s, -np.inf)
+        e = anp.exp(s - anp.max(s, -1, keepdims=True))
+        o = (e / anp.sum(e, -1, keepdims=True)) @ v
+        return anp.transpose(o, (0, 2, 1, 3))
+
+    @staticmethod
+    def gelu(x):
+        return 0.5 * x * (1.0 + anp.tanh(0.7978845608028654 * (x + 0.044715 * x ** 3)))
+
+
 def init_block():
     d, f = D_MODEL, D_MLP
 
@@ -496,6 +567,9 @@ def w5(args):
         cases["torch eager"] = lambda: tf(tp, tx)
         if args.torch_compile:
             cases.update(_torch_compiled("torch.compile", tf, (tp, tx)))
+    if autograd is not None:
+        avg = autograd.value_and_grad(lambda p, x: model_loss(_AutogradNN, p, x))
+        cases["autograd"] = lambda: avg(layers, x)
     return cases
 
 
