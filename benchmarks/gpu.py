@@ -534,7 +534,8 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
     """Causal attention forward + backward, q, k, v [8, 1024, 16, 64]: mirax's kernels
     (jit of value_and_grad; as the rule picks them, and each path forced) against torch's
     F.scaled_dot_product_attention (flash / memory-efficient kernels) and JAX's
-    jax.nn.dot_product_attention."""
+    jax.nn.dot_product_attention. The loss sum(o * w) around it is part of every row; the
+    "mirax jit vjp (no loss)" row pulls w back through attention alone."""
     torch, jax = peers.torch, peers.jax
     B, T, H, Dh = (2, 256, 4, 64) if quick else (8, 1024, 16, 64)
     qkv = [rng.standard_normal((B, T, H, Dh), dtype=np.float32) for _ in range(3)]
@@ -566,6 +567,14 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
         impls[f"mirax jit ({path})"] = (lambda p: lambda: forced(p))(path)
     if dtype == "float32":
         impls["mirax forward only (blas)"] = lambda: forced("blas", fwd_only=True)
+    ct = mx.device_put(w_h, "cuda").astype(dtype)
+
+    def mvjp(q, k, v):  # forward + backward with the cotangent given: no loss around it
+        _, pull = mx.vjp(lambda q, k, v: mx.nn.dot_product_attention(q, k, v, is_causal=True),
+                         q, k, v)
+        return pull(ct)
+    mv = mx.jit(mvjp)
+    impls["mirax jit vjp (no loss)"] = lambda: ((lambda: mv(*mq)), csync)
     if torch:
         tq = [torch.from_numpy(a).cuda().to(getattr(torch, dtype)).transpose(1, 2)
               .requires_grad_(True) for a in qkv]
