@@ -126,7 +126,7 @@ def test_not_captured_when_a_host_sync_is_inside(monkeypatch):
         want = (v * 2 if v.sum() > 0 else -v) + 1
         np.testing.assert_allclose(got, want)
     assert plan.state == "off"
-    assert plan.graph is None
+    assert plan.cuda_graph is None
 
 
 def test_not_captured_with_a_host_fallback(monkeypatch):
@@ -149,7 +149,7 @@ def test_knob_off_never_captures(monkeypatch):
     captured = graphs.stats["captured"]
     for _ in range(4):
         plan(*bufs)
-    assert graphs.stats["captured"] == captured and plan.graph is None
+    assert graphs.stats["captured"] == captured and plan.cuda_graph is None
 
 
 def test_auto_mode_captures_a_launch_bound_plan(monkeypatch):

@@ -6,7 +6,8 @@ explicit CuPy impls, NumPy reference impls that run unchanged on CuPy buffers, r
 kernels for softmax & co, fused attention kernels (attention.py), and composites' bodies
 compiled for CUDA ("decomposed"); everything else runs through the host and is counted
 so in the dispatch report (`MIRAX_DEBUG=1`). `compile(graph)` is runtime.lower: fusion
-nodes become generated kernels (codegen.py). Nothing outside this package imports CuPy.
+nodes become generated kernels (codegen.py), and a launch-bound plan is replayed as a CUDA
+graph (graphs.py). Nothing outside this package imports CuPy.
 """
 from __future__ import annotations
 
