@@ -14,7 +14,9 @@ Workloads (float32 unless stated):
 - one pre-LN causal transformer block (d 1024, 16 heads of 64, MLP 4096, tanh-gelu) at
   batch 8, sequence 1024, forward + backward of mean(block(x)^2) w.r.t. all parameters,
   in float32 and bfloat16: attention is mirax's fused CUDA kernel, torch's
-  F.scaled_dot_product_attention, JAX's jax.nn.dot_product_attention.
+  F.scaled_dot_product_attention, JAX's jax.nn.dot_product_attention; `--profile` also
+  prints its plan's time per node and times the loss mean(square(y)) alone with codegen's
+  two-stage reduction kernel and without it (MIRAX_CUDA_TWO_STAGE=0: CuPy's kernel).
 
 Timing: each case runs a few warm-up calls, then `reps` timed batches of `inner` calls
 between device synchronizations; the figure is the median batch time / inner. Results
@@ -122,7 +124,8 @@ def main():
     ap.add_argument("--only", default=None, help="comma-separated case names")
     ap.add_argument("--update", default=None,
                     help="a previous results JSON: its cases not run now are kept")
-    ap.add_argument("--profile", action="store_true", help="per-node MLP profile")
+    ap.add_argument("--profile", action="store_true",
+                    help="per-node MLP and transformer profiles")
     args = ap.parse_args()
 
     import cupy as cp
@@ -280,7 +283,7 @@ def main():
     if not only or "transformer" in only:
         for dtype in ("float32", "bfloat16"):
             transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype,
-                             quick=args.quick)
+                             quick=args.quick, profile=args.profile)
             save()
 
     save()
@@ -298,6 +301,24 @@ def mirax_plan(mx, f, *args):
     plan = executable(mx.make_graph(f)(*args), "cuda")
     bufs = [a._buf for a in args]
     return lambda: plan(*bufs)
+
+
+def mirax_profile(mx, what, fn, top, *args):
+    """[(label, ms)] of every node of fn's CUDA plan (runtime.profile), the first `top`
+    printed; None when it fails (the profile is an extra)."""
+    try:
+        from mirax.backends import get_device
+        from mirax.backends.cuda import runtime
+        graph = mx.make_graph(fn)(*args)
+        leaves = [a._buf for a in mx.tree.leaves(args)]
+        rows = runtime.profile(get_device("cuda").backend, graph, leaves)
+        print(f"  mirax {what}, per node (sum {sum(ms for _, ms in rows):.3f} ms):")
+        for label, ms in rows[:top]:
+            print(f"    {ms:8.3f} ms  {label}")
+        return [(lbl, round(ms, 4)) for lbl, ms in rows]
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return None
 
 
 def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=False,
@@ -389,20 +410,9 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
     if name == "mlp_adam":
         impls["mirax jit (no merge)"] = no_merge
     if profile:
-        try:
-            from mirax.backends import get_device
-            from mirax.backends.cuda import runtime
-            p, m, v, t = state["s"]
-            graph = mx.make_graph(step)(p, m, v, t, xm, ym)
-            leaves = [a._buf for a in mx.tree.leaves((p, m, v, t, xm, ym))]
-            rows = runtime.profile(get_device("cuda").backend, graph, leaves)
-            total = sum(ms for _, ms in rows)
-            print(f"  mirax MLP step, per node (sum {total:.3f} ms):")
-            for label, ms in rows[:45]:
-                print(f"    {ms:8.3f} ms  {label}")
-            results["mlp_profile_mirax"] = [(lbl, round(ms, 4)) for lbl, ms in rows]
-        except Exception:  # noqa: BLE001 - the profile is an extra
-            traceback.print_exc()
+        p, m, v, t = state["s"]
+        results["mlp_profile_mirax"] = mirax_profile(mx, "MLP step", step, 45,
+                                                     p, m, v, t, xm, ym)
     if torch:
         def torch_setup(compiled):
             model = torch.nn.Sequential(
@@ -627,7 +637,8 @@ def _block(F, p, x, heads):
     return x + F.gelu(h @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
 
 
-def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=False):
+def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=False,
+                     profile=False):
     torch, jax = peers.torch, peers.jax
     B, T, D, H, FF = (2, 256, 256, 4, 1024) if quick else (8, 1024, 1024, 16, 4096)
 
@@ -661,6 +672,27 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
     def mrun():
         box["out"] = mf(mp, mxx)
     impls = {"mirax jit": lambda: (mrun, csync)}
+    if profile:
+        rows = mirax_profile(mx, f"transformer {dtype} step", mx.value_and_grad(mloss), 25,
+                             mp, mxx)
+        results[f"transformer_{dtype}_profile_mirax"] = rows and rows[:40]
+        # the loss alone on y [B, T, D]: the two-stage reduction against CuPy's kernel
+        y = mxx * 1.5
+        ab = {}
+        for knob in ("1", "0"):
+            os.environ["MIRAX_CUDA_TWO_STAGE"] = knob
+            try:
+                lf = mx.jit(lambda y: mnp.mean(mnp.square(y.astype("float32"))))
+                lf(y)
+                ab["two-stage" if knob == "1" else "cupy ReductionKernel"] = {
+                    "ms": round(1e3 * timeit(lambda: lf(y), csync), 4),
+                    "value": float(lf(y))}
+            except Exception:  # noqa: BLE001
+                traceback.print_exc()
+            finally:
+                os.environ.pop("MIRAX_CUDA_TWO_STAGE")
+        print(f"  loss mean(square(y)) on {dtype}{list(y.shape)}: {ab}", flush=True)
+        results[f"loss_reduction_{dtype}"] = ab
     if torch:
         tdt = getattr(torch, dtype)
         TF = torch.nn.functional

@@ -441,6 +441,185 @@ def test_bool_reductions_fused():
     _close(mx.jit(f)(_cuda(x)), f(mx.asarray(x)))
 
 
+# --- reductions to few outputs: codegen's two-stage kernel --------------------------------------
+@pytest.fixture
+def two_stage(monkeypatch):
+    """The reductions (primitive names) given codegen's two-stage kernel, as they are built."""
+    from mirax.backends.cuda import codegen
+    built, real = [], codegen._two_stage
+
+    def spy(params, lines, value, red, *rest):
+        built.append(red.prim.name)
+        return real(params, lines, value, red, *rest)
+    monkeypatch.setattr(codegen, "_two_stage", spy)
+    yield built
+    assert not codegen.failures, codegen.failures
+
+
+def _host(fn, *args):
+    """fn on the CPU backend (NumPy, op by op), as float64 or int64."""
+    out = np.asarray(fn(*[mx.asarray(a) for a in args]))
+    return out.astype(np.int64 if out.dtype.kind in "iub" else np.float64)
+
+
+_FULL = {  # op -> (the fused chain, mirax's reduction, NumPy's)
+    "sum": (lambda x, w, s: x * w + s, mnp.sum, np.sum),
+    "max": (lambda x, w, s: x * w - s, mnp.max, np.max),
+    "min": (lambda x, w, s: x - w * s, mnp.min, np.min),
+    "prod": (lambda p, w, s: p * 2 - p, mnp.prod, np.prod),  # p: +-1 and a few 2s: exact
+    "mean": (lambda x, w, s: mnp.square(x.astype("float32")), mnp.mean, np.mean),
+}
+_RTOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2, "float64": 1e-12, "int32": 0}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int32"])
+def test_two_stage_full_reductions(dtype, two_stage):
+    """Fused chains reduced to one value (a loss) against NumPy on the same rounded chain
+    values: sizes 1, 7 (one block, partly idle) and 1000003 (many blocks, a ragged tail)."""
+    isint = dtype == "int32"
+    for n in (1, 7, 1000003):
+        rng = _rng("full", dtype, n)
+        if isint:
+            x, w = (mx.asarray(rng.integers(-5, 6, n).astype(np.int32)) for _ in range(2))
+            s = mx.asarray(np.int32(2))
+        else:  # the sum stays in float16's range: about n * s
+            x, w = (_low(rng.standard_normal(n), dtype) for _ in range(2))
+            s = _low(np.float32(0.01), dtype)
+        p = np.ones(n, np.float32)
+        p[rng.random(n) < 0.01] = -1
+        p[::max(1, n // 9)] = 2
+        p = mx.asarray(p).astype(dtype)
+        ops = ["sum", "max"] if n < 1000 else \
+            ["sum", "max", "min", "prod"] + ([] if isint else ["mean"])
+        before = len(two_stage)
+        for op in ops:
+            chain, red, ref = _FULL[op]
+            args = (p, w, s) if op == "prod" else (x, w, s)
+            f = mx.jit(lambda a, b, c, chain=chain, red=red: red(chain(a, b, c)))
+            got = f(*(_cuda(a) for a in args))
+            _on_cuda(got)
+            assert got.shape == ()
+            want = ref(_host(chain, *args))
+            # max / min: exact but for a float32 / float64 chain contracted to an FMA
+            rtol = 1e-5 if op == "mean" else 0 if op == "prod" else \
+                min(_RTOL[dtype], 1e-6) if op in ("max", "min") else _RTOL[dtype]
+            _close(np.asarray(got).astype(np.float64), want, rtol, rtol, what=f"{op} n={n}")
+            if op == "sum" and n > 1000:  # deterministic: the same bits again
+                again = f(*(_cuda(a) for a in args))
+                assert np.asarray(again).tobytes() == np.asarray(got).tobytes()
+        assert len(two_stage) - before == len(ops), two_stage
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
+def test_two_stage_nan_propagates(dtype, two_stage):
+    """A NaN anywhere (first value, middle, last of the ragged tail) makes sum, max and min
+    NaN, as NumPy; without one, max and min are exact."""
+    n = 1000003
+    x32 = _rng("nan", dtype).standard_normal(n).astype(np.float32)
+    fs = [mx.jit(lambda x: mnp.sum(x * 2.0)), mx.jit(lambda x: mnp.max(x + 1.0)),
+          mx.jit(lambda x: mnp.min(mnp.abs(x) - 1.0))]
+    for at in (0, 12345, n - 1):
+        xn = x32.copy()
+        xn[at] = np.nan
+        for f in fs:
+            assert np.isnan(float(np.asarray(f(_cuda(_low(xn, dtype)))).astype(np.float64)))
+    x = _low(x32, dtype)
+    assert float(np.asarray(fs[1](_cuda(x))).astype(np.float64)) == \
+        np.max(_host(lambda x: x + 1.0, x))
+    assert float(np.asarray(fs[2](_cuda(x))).astype(np.float64)) == \
+        np.min(_host(lambda x: mnp.abs(x) - 1.0, x))
+    assert len(two_stage) == 3
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_two_stage_broadcast_inputs(dtype, two_stage):
+    """Biases over the last axis, a column, a row block and a 0-d device value, read by
+    index arithmetic (nothing materialized) in a full reduction of [3, 517, 129]."""
+    rng = _rng("bcast", dtype)
+    x, b, c, r = (_low(rng.standard_normal(sh), dtype)
+                  for sh in ((3, 517, 129), (129,), (3, 517, 1), (3, 1, 129)))
+    s = _low(np.float32(0.25), dtype)
+    chains = [lambda x, b, c, r, s: x * b + c - r * s,
+              lambda x, b, c, r, s: (x + c) * s - b]
+    for chain, red, ref in ((chains[0], mnp.sum, np.sum), (chains[1], mnp.max, np.max)):
+        got = mx.jit(lambda *a, chain=chain, red=red: red(chain(*a)))(
+            *(_cuda(a) for a in (x, b, c, r, s)))
+        want = ref(_host(chain, x, b, c, r, s))
+        f32 = dtype == "float32"  # (max: exact but for an FMA in the float32 chain)
+        rtol = (1e-6 if f32 else 0) if red is mnp.max else 2e-5 if f32 else 1e-2
+        _close(np.asarray(got).astype(np.float64), want, rtol, 1e-3 if red is mnp.sum else rtol,
+               what=dtype)
+    assert len(two_stage) == 2
+
+
+def test_two_stage_few_outputs(two_stage):
+    """Reductions to a few outputs: trailing, leading, middle and split kept axes."""
+    rng = _rng("few")
+    f32 = np.float32
+    cases = [
+        (lambda x, b: mnp.sum(x * b, axis=1), ((5, 300001), (5, 1)), f32),
+        (lambda x, b: mnp.sum(mnp.exp(x * 0.1) + b, axis=(0, 2)), ((64, 8, 515), (8, 1)), f32),
+        (lambda x: mnp.max(x * 2.0 - 1.0, axis=0), ((100003, 6),), f32),
+        (lambda x: mnp.min(mnp.abs(x) + 1.0, axis=1), ((3, 100003, 2),), f32),
+        (lambda i: mnp.sum(i * 3 - 1, axis=0), ((100003, 3),), np.int32),
+        (lambda x: mnp.prod(x * 1e-3 + 1.0, axis=1), ((4, 2000),), np.float64),
+    ]
+    for fn, shapes, dt in cases:
+        args = [(rng.integers(-5, 6, sh) if dt == np.int32 else rng.standard_normal(sh))
+                .astype(dt) for sh in shapes]
+        got = mx.jit(fn)(*(_cuda(a) for a in args))
+        want = fn(*(mx.asarray(a.astype(np.float64) if dt == f32 else a) for a in args))
+        _on_cuda(got)
+        _close(got, want, 2e-5 if dt == f32 else 1e-12, 1e-3 if dt == f32 else 0,
+               what=str(shapes))
+    assert len(two_stage) == len(cases), two_stage
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_two_stage_loss_with_values(dtype, two_stage):
+    """mean(square(y)) where the backward pass reads y too: one two-stage kernel stores y
+    (the chain's value) and reduces it; values and gradients as on the CPU; a strided
+    input is copied to a contiguous one first."""
+    rng = _rng("loss", dtype)
+    x = _low(rng.standard_normal((3, 517, 129)), dtype)
+    b = _low(rng.standard_normal(129), dtype)
+
+    def loss(x, b):
+        return mnp.mean(mnp.square((x * b + 1.0).astype("float32")))
+    f = mx.jit(mx.value_and_grad(loss, argnums=(0, 1)))
+    want = mx.value_and_grad(loss, argnums=(0, 1))(x, b)
+    tol = 2e-5 if dtype == "float32" else 2e-2
+    for xin in (_cuda(x), _cuda(np.ascontiguousarray(np.asarray(x).transpose(2, 1, 0)))
+                .transpose((2, 1, 0))):
+        val, (gx, gb) = f(xin, _cuda(b))
+        _on_cuda(val)
+        _close(val, want[0], tol, tol)
+        for g, w in zip((gx, gb), want[1]):
+            scale = float(np.max(np.abs(np.asarray(w).astype(np.float32))))
+            _close(np.asarray(g).astype(np.float32) / scale,
+                   np.asarray(w).astype(np.float32) / scale, tol, tol)
+    assert "reduce_sum" in two_stage
+
+
+def test_two_stage_fallbacks(two_stage, monkeypatch):
+    """A strided input takes CuPy's kernel; MIRAX_CUDA_TWO_STAGE=0 turns the kernel off;
+    many outputs keep CuPy's kernel. The values agree."""
+    x = _rng("fallback").standard_normal((513, 1027)).astype(np.float32)
+    f = lambda x: mnp.sum(mnp.square(x) * 0.5)  # noqa: E731
+    want = 0.5 * np.sum(x.astype(np.float64) ** 2)
+    _close(mx.jit(f)(_cuda(x)), want, 1e-5, 0)
+    assert len(two_stage) == 1
+    xt = _cuda(np.ascontiguousarray(x.T)).T
+    assert not xt._buf.flags.c_contiguous
+    _close(mx.jit(lambda x: mnp.sum(mnp.square(x) * 0.5))(xt), want, 1e-5, 0)
+    assert len(two_stage) == 2  # built for the new plan; run: CuPy's kernel (strided input)
+    _close(mx.jit(lambda x: mnp.max(x * 2.0, axis=0))(_cuda(x)), 2 * x.max(axis=0), 1e-6, 0)
+    assert len(two_stage) == 2  # 1027 outputs: CuPy's kernel
+    monkeypatch.setenv("MIRAX_CUDA_TWO_STAGE", "0")
+    _close(mx.jit(lambda x: mnp.sum(mnp.square(x) * 0.5 + 0.0))(_cuda(x)), want, 1e-5, 0)
+    assert len(two_stage) == 2
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_transformer_block_has_no_op_by_op_fusions(dtype):
     """The benchmark's pre-LN block (forward + backward): every fusion node is a kernel."""

@@ -4,7 +4,10 @@ Where it sits: runtime.py lowers a planned Graph; each `fusion` node (compiler/f
 comes here. A chain of elementwise ops becomes one `cupy.ElementwiseKernel` (inputs
 broadcast by CuPy, values held in registers, one read of each input and one write of
 each output); a chain ending in a reduction becomes one `cupy.ReductionKernel` whose map
-step is the chain. 0-d constants are inlined as literals. Kernels are cached in memory by
+step is the chain, except that a reduction to few outputs (a loss: one value) of many
+values takes a generated two-stage kernel (`_two_stage`: CuPy's gives each output a single
+block; MIRAX_CUDA_TWO_STAGE=0 turns it off, to measure). 0-d constants are inlined as
+literals. Kernels are cached in memory by
 source, and CuPy caches the compiled binaries on disk by source hash. MIRAX_DEBUG=3 prints
 each source.
 
@@ -22,7 +25,9 @@ shuffles; one read and one write of the data.
 """
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
 import sys
 
@@ -344,49 +349,32 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
     block of it (a bias over the last axes: index i % m) or one value; None otherwise. It
     skips CuPy's per-element n-d index arithmetic."""
     n = int(np.prod(shape))
-    itype = "int" if n < 2 ** 31 - 4096 else "long long"  # base + k * BLOCK never overflows
-    pre, loads, decl, regs = [], [], [], []
+    itype = _itype(n)
+    at = {}
     for i, v in params:
         vs = tuple(v.aval.shape)
         while vs and vs[0] == 1:
             vs = vs[1:]
-        dt = v.aval.dtype
-        decl.append(f"const {storage(dt)}* __restrict__ x{i}")
-        if int(np.prod(vs)) == 1:  # one value: loaded once per thread
-            pre.append(f"const {ctype(dt)} a{i} = {load(dt, f'x{i}[0]')};")
-            continue
-        if vs == shape:
-            at = "i"
+        if int(np.prod(vs)) == 1:
+            at[i] = None
+        elif vs == shape:
+            at[i] = "i"
         elif vs and vs == shape[len(shape) - len(vs):]:
-            at = f"i % ({itype}){int(np.prod(vs))}"
+            at[i] = f"i % ({itype}){int(np.prod(vs))}"
         else:
             return None
-        pre.append(f"{storage(dt)} r{i}[UNROLL];")
-        loads.append(f"r{i}[k] = x{i}[{at}];")
-        regs.append(f"const {ctype(dt)} a{i} = {load(dt, f'r{i}[k]')};")
-    for j, o in enumerate(outputs):
-        decl.append(f"{storage(o.aval.dtype)}* __restrict__ y{j}")
+    decl, pre, loads, compute = _staged(params, lines, at)
+    decl += [f"{storage(o.aval.dtype)}* __restrict__ y{j}" for j, o in enumerate(outputs)]
     decl.append(f"const {itype} n")
-    chain = [ln for ln in lines if ln.startswith("const ")  # the chain, minus loads & stores
-             and not ln.split("=")[0].split()[-1].startswith("a")]
-    compute = regs + chain + [f"y{j}[i] = {store(o.aval.dtype, names[o])};"
-                              for j, o in enumerate(outputs)]
-    # Each thread handles UNROLL values BLOCK apart (coalesced), loading all of them before
-    # computing any, so several loads are in flight per thread.
-    loop = f"for (int k = 0; k < UNROLL; k++) {{\n    const {itype} i = base + k * BLOCK;\n" \
-        f"    if (i < n) {{\n"
+    compute += [f"y{j}[i] = {store(o.aval.dtype, names[o])};" for j, o in enumerate(outputs)]
     src = (f"#define BLOCK 256\n#define UNROLL 4\n"
            f'extern "C" __global__ void {kname}({", ".join(decl)}) {{\n'
            f"  const {itype} base = blockIdx.x * ({itype})(BLOCK * UNROLL) + threadIdx.x;\n"
            + "".join(f"  {ln}\n" for ln in pre)
-           + "  #pragma unroll\n  " + loop + "".join(f"      {ln}\n" for ln in loads)
-           + "    }\n  }\n  #pragma unroll\n  " + loop
-           + "".join(f"      {ln}\n" for ln in compute) + "    }\n  }\n}\n")
+           + _unrolled(itype, "i", "base", "n", [], loads, "  ")
+           + _unrolled(itype, "i", "base", "n", [], compute, "  ") + "}\n")
     src = prelude(src) + src
-    kern = _kernels.get(("flat", src))
-    if kern is None:
-        _debug("flat elementwise", kname, src)
-        kern = _kernels[("flat", src)] = cp.RawKernel(src, kname)
+    kern = _compiled("flat elementwise", src, lambda: cp.RawKernel(src, kname))
     scalar_n = np.int32(n) if itype == "int" else np.int64(n)
     blocks = max(1, -(-n // 1024))  # BLOCK * UNROLL values per block
 
@@ -396,8 +384,43 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
     return launch
 
 
+def _itype(n: int) -> str:
+    """The index type for n values (base + k * BLOCK never overflows)."""
+    return "int" if n < 2 ** 31 - 4096 else "long long"
+
+
+def _staged(params, lines, at: dict, once=None):
+    """The pieces of a raw kernel over the chain `lines` (from _chain) where input i is read
+    at index expression at[i] (None: one value per thread, x[once[i]] or x[0], loaded once):
+    (parameter declarations, per-thread setup, loads into registers, the chain computed)."""
+    decl, pre, loads, regs = [], [], [], []
+    for i, v in params:
+        dt = v.aval.dtype
+        decl.append(f"const {storage(dt)}* __restrict__ x{i}")
+        if at[i] is None:
+            pre.append(f"const {ctype(dt)} a{i} = {load(dt, f'x{i}[{(once or {}).get(i, 0)}]')};")
+            continue
+        pre.append(f"{storage(dt)} r{i}[UNROLL];")
+        loads.append(f"r{i}[k] = x{i}[{at[i]}];")
+        regs.append(f"const {ctype(dt)} a{i} = {load(dt, f'r{i}[k]')};")
+    chain = [ln for ln in lines if ln.startswith("const ")  # the chain, minus loads & stores
+             and not ln.split("=")[0].split()[-1].startswith("a")]
+    return decl, pre, loads, regs + chain
+
+
+def _unrolled(itype, i, base, n, head, body, indent) -> str:
+    """`for k < UNROLL: i = base + k * BLOCK; if (i < n) {head; body}`, unrolled. Each
+    thread handles UNROLL values BLOCK apart (coalesced); kernels emit one such loop for the
+    loads and one for the computation, so several loads are in flight per thread."""
+    return (f"{indent}#pragma unroll\n{indent}for (int k = 0; k < UNROLL; k++) {{\n"
+            f"{indent}  const {itype} {i} = {base} + k * BLOCK;\n{indent}  if ({i} < {n}) {{\n"
+            + "".join(f"{indent}    {ln}\n" for ln in head + body) + f"{indent}  }}\n{indent}}}\n")
+
+
 def reduction_kernel(sub, inline: dict, name="fused"):
-    """A callable for a chain ending in one reduction whose result is the only output."""
+    """A callable for a chain ending in one reduction. Its result is the only output, or
+    (`with_values(sub)`: the two-stage kernel) the chain's values of the full shape that
+    the plan needs too (a loss mean(square(y)) whose y the backward pass reads)."""
     red = sub.nodes[-1]
     src = red.inputs[0]
     lines, names, params = _chain(sub, inline, stop=red)
@@ -406,6 +429,9 @@ def reduction_kernel(sub, inline: dict, name="fused"):
     dt = np.dtype(red.outputs[0].aval.dtype)
     if dt not in _PARAM:
         raise Unsupported("reduction dtype")
+    extras = [o for o in sub.outputs if o is not red.outputs[0]]
+    if extras and not with_values(sub):
+        raise Unsupported("chain values besides the reduction")
     acc, identity, reduce_expr = _reduction_op(red.prim.name, dt)
     tparams = ", ".join(f"typename T{i}" for i, _ in params)
     fargs = ", ".join(f"T{i} x{i}" for i, _ in params)
@@ -426,11 +452,218 @@ def reduction_kernel(sub, inline: dict, name="fused"):
     shape = tuple(src.aval.shape)
     axes = tuple(red.params["axes"])
     low = dt if dt in LOW else None
+    fast = None
+    if _few(red):
+        try:
+            fast = _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr,
+                              kname)
+        except Exception as e:  # noqa: BLE001 - NVRTC refused it: CuPy's kernel
+            failures.append(f"{kname}: {type(e).__name__}: {str(e)[:300]}")
+            if extras:
+                raise Unsupported(f"two-stage kernel: {e}") from None
+    pos = {o: j for j, o in enumerate([red.outputs[0]] + extras)}
 
     def run(*bufs):
-        out = kern(*[bits(cp.broadcast_to(bufs[i], shape)) for i in idx], axis=axes)
+        ins = [bufs[i] for i in idx]
+        if fast is not None and (extras or all(b.flags.c_contiguous for b in ins)):
+            outs = fast([b if b.flags.c_contiguous else cp.ascontiguousarray(b) for b in ins])
+            return [outs[pos[o]] for o in sub.outputs]
+        # strided inputs: CuPy's kernel indexes any layout
+        out = kern(*[bits(cp.broadcast_to(b, shape)) for b in ins], axis=axes)
         return [out.view(low) if low is not None else out]
+    run.source = preamble
     return run
+
+
+def with_values(sub) -> bool:
+    """Does the two-stage kernel of `sub` (a chain ending in a reduction to few outputs)
+    store the chain's other outputs too (each of the reduced shape, made by the chain)?"""
+    red = sub.nodes[-1]
+    shape = tuple(red.inputs[0].aval.shape)
+    made = {o for n in sub.nodes[:-1] for o in n.outputs}
+    return _few(red) and all(
+        o is red.outputs[0] or (o in made and tuple(o.aval.shape) == shape
+                                and np.dtype(o.aval.dtype) in _PARAM) for o in sub.outputs)
+
+
+def _few(red) -> bool:
+    """A reduction to fewer than FEW_OUTPUTS outputs of many values each (one output: any
+    number): the two-stage kernel's case, unless MIRAX_CUDA_TWO_STAGE=0."""
+    out_size = int(np.prod(red.outputs[0].aval.shape))
+    return out_size < FEW_OUTPUTS and (
+        out_size == 1 or red.inputs[0].aval.size >= FEW_OUTPUTS * out_size) and \
+        os.environ.get("MIRAX_CUDA_TWO_STAGE", "1") != "0"
+
+
+FEW_OUTPUTS = 1024  # fewer outputs than this (and many values each): the two-stage kernel
+_SHUFFLED = ("float", "double", "int", "unsigned int", "long long", "unsigned long long")
+
+_TWO_STAGE = r"""#define BLOCK 256
+#define UNROLL 4
+typedef {acc} acc_t;
+__device__ __forceinline__ acc_t mirax_red(acc_t a, acc_t b) {{ return {expr}; }}
+__device__ __forceinline__ acc_t mirax_shfl(acc_t v, int o) {{
+  return (acc_t)__shfl_down_sync(0xffffffffu, ({shfl})v, o);
+}}
+__device__ __forceinline__ acc_t mirax_warp(acc_t v) {{
+  for (int o = 16; o > 0; o >>= 1) v = mirax_red(v, mirax_shfl(v, o));
+  return v;
+}}
+// the block's values combined in a fixed order; the result is thread 0's
+__device__ acc_t mirax_block(acc_t v) {{
+  __shared__ acc_t sh[BLOCK / 32];
+  v = mirax_warp(v);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x < 32) v = mirax_warp(threadIdx.x < BLOCK / 32 ? sh[threadIdx.x] : {ident});
+  return v;
+}}
+// stage 1: block (c, o) folds its strided share of output o's R values into one partial
+// (the final value itself when there is one block per output)
+extern "C" __global__ void {name}({decl}, {out}* __restrict__ y,
+                                  acc_t* __restrict__ part) {{
+  const {it} o = blockIdx.y, c = blockIdx.x;
+{pre}  acc_t acc = {ident};
+  for ({it} rb = c * ({it})(BLOCK * UNROLL) + threadIdx.x; rb < ({it}){R};
+       rb += ({it})gridDim.x * (BLOCK * UNROLL)) {{
+{loads}{compute}  }}
+  acc = mirax_block(acc);
+  if (threadIdx.x == 0) {{
+    if (gridDim.x == 1) y[o] = {store};
+    else part[o * gridDim.x + c] = acc;
+  }}
+}}
+// stage 2: one block per output folds its `chunks` partials
+extern "C" __global__ void {name}_2(const acc_t* __restrict__ part, {out}* __restrict__ y,
+                                    const int chunks) {{
+  const int o = blockIdx.x;
+  acc_t acc = {ident};
+  for (int j = threadIdx.x; j < chunks; j += BLOCK) acc = mirax_red(acc, part[o * chunks + j]);
+  acc = mirax_block(acc);
+  if (threadIdx.x == 0) y[o] = {store};
+}}
+"""
+
+
+def _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr, kname):
+    """A reduction to few outputs (`_few`) as two kernels, returning run(inputs) -> [result,
+    *extras]: stage 1 runs `chunks` blocks per output over a grid-stride loop (the chain
+    computed per value, stored where it is an output in `extras`, folded per thread, then
+    per block by warp shuffles), one partial per block; stage 2 folds each output's
+    partials in one block. Deterministic (no atomics; the fold order depends only on the
+    shape and the device's multiprocessor count). Inputs are read at index arithmetic over
+    the collapsed dimensions (broadcast dims: stride 0), so biases and scalars are not
+    materialized. CuPy's ReductionKernel instead gives each output one block: a full
+    reduction of 8M values ran on one block (about 6 ms)."""
+    src = red.inputs[0]
+    shape = tuple(src.aval.shape)
+    axes = {a % len(shape) for a in red.params["axes"]} if shape else set()
+    dt = np.dtype(red.outputs[0].aval.dtype)
+    n = int(np.prod(shape))
+    it = _itype(n)
+    nred = int(np.prod([shape[d] for d in axes]))
+    dims = _collapsed(shape, axes, params + [("f", src)])  # "f": the flat index in `shape`
+    kept = [(size, st) for size, r, st in dims if not r]
+    rdims = [(size, st) for size, r, st in dims if r]
+    pre, at, once = _coords("o", "oc", kept, it), {}, {}
+    rc = _coords("r", "rc", rdims, it)
+    contiguous = _strides([size for size, _ in rdims])
+    for i, _ in params + [("f", src)]:
+        ko = _offset("oc", [st[i] for _, st in kept])
+        rs = [st[i] for _, st in rdims]
+        ro = "r" if rs and rs == contiguous else _offset("rc", rs)
+        at[i] = None if ro == "0" else ro if ko == "0" else f"ob{i} + {ro}"
+        if ko != "0":  # the offset of the block's output (one value per block: read once)
+            pre.append(f"const {it} ob{i} = {ko};")
+            once[i] = f"ob{i}"
+    flat = at.pop("f") or once.get("f", "0")
+    decl, setup, loads, compute = _staged(params, lines, at, once)
+    for j, o in enumerate(extras):
+        decl.append(f"{storage(o.aval.dtype)}* __restrict__ e{j}")
+        compute.append(f"e{j}[{flat}] = {store(o.aval.dtype, names[o])};")
+    compute.append(f"acc = mirax_red(acc, (acc_t)({names[src]}));")
+    uses_rc = [a for a in list(at.values()) + [flat] if a is not None and "rc" in a]
+    shfl = acc if acc in _SHUFFLED else "int"
+    name = kname[:57]
+    code = _TWO_STAGE.format(
+        acc=acc, expr=reduce_expr, shfl=shfl, ident=identity, name=name,
+        decl=", ".join(decl), out=storage(dt), it=it, R=nred,
+        pre="".join(f"  {ln}\n" for ln in pre + setup),
+        loads=_unrolled(it, "r", "rb", nred, rc if uses_rc else [], loads, "    "),
+        compute=_unrolled(it, "r", "rb", nred, rc if "rc" in flat else [], compute, "    "),
+        store=store(dt, "acc"))
+    code = prelude(code) + code
+    mod = _compiled("two-stage reduction", code, lambda: cp.RawModule(code=code))
+    # (get_function compiles: a source NVRTC refuses fails here, not in a plan's run)
+    stage1, stage2 = mod.get_function(name), mod.get_function(name + "_2")
+    out_shape = tuple(red.outputs[0].aval.shape)
+    out_size = int(np.prod(out_shape))
+    blocks = 8 * _sm_count(cp.cuda.runtime.getDevice())  # 8 blocks of 256 fill an SM
+    chunks = max(1, min(-(-blocks // max(out_size, 1)), -(-nred // 1024)))
+    adt = np.dtype({"float": np.float32, "double": np.float64}.get(acc, dt))
+
+    def empty(shape, dtype):  # (16-bit floats: allocated as their bits)
+        return cp.empty(shape, np.uint16 if np.dtype(dtype) in LOW else dtype)
+
+    def run(ins):
+        y = empty(out_shape, dt)
+        ext = [empty(shape, o.aval.dtype) for o in extras]
+        if out_size:
+            part = cp.empty(out_size * chunks, adt) if chunks > 1 else y
+            stage1((chunks, out_size), (256,), (*[bits(b) for b in ins], *ext, y, part))
+            if chunks > 1:
+                stage2((out_size,), (256,), (part, y, np.int32(chunks)))
+        return [b.view(d) if d in LOW else b
+                for b, d in zip([y] + ext, [dt] + [np.dtype(o.aval.dtype) for o in extras])]
+    return run
+
+
+def _collapsed(shape, axes, params):
+    """The iteration space of a reduction as [(size, reduced, {input: element stride})]:
+    size-1 dims dropped, inputs' broadcast dims given stride 0, and neighbouring dims
+    merged where they are both reduced or both kept and every input steps over them alike."""
+    dims = []
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        st = {}
+        for i, v in params:
+            vs = (1,) * (len(shape) - v.aval.ndim) + tuple(v.aval.shape)
+            st[i] = 0 if vs[d] == 1 else int(np.prod(vs[d + 1:]))
+        if dims and dims[-1][1] == (d in axes) and all(
+                dims[-1][2][i] == st[i] * size for i in st):
+            dims[-1] = (dims[-1][0] * size, d in axes, st)
+        else:
+            dims.append((size, d in axes, st))
+    return dims
+
+
+def _strides(sizes) -> list:
+    """Row-major strides of `sizes`."""
+    return [int(np.prod(sizes[j + 1:])) for j in range(len(sizes))]
+
+
+def _coords(var, prefix, dims, it) -> list:
+    """Lines splitting the flat index `var` over `dims` into coordinates prefix0, prefix1..."""
+    if not dims:
+        return []
+    out = [f"{it} {prefix}_t = {var};"]
+    for j in range(len(dims) - 1, 0, -1):
+        out.append(f"const {it} {prefix}{j} = {prefix}_t % ({it}){dims[j][0]}; "
+                   f"{prefix}_t /= ({it}){dims[j][0]};")
+    out.append(f"const {it} {prefix}0 = {prefix}_t;")
+    return out
+
+
+def _offset(prefix, strides) -> str:
+    """sum of coordinate * stride (zero strides left out), or "0"."""
+    terms = [f"{prefix}{j}" + (f" * {s}" if s != 1 else "") for j, s in enumerate(strides) if s]
+    return " + ".join(terms) or "0"
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: int) -> int:
+    return int(cp.cuda.Device(device).attributes["MultiProcessorCount"])
 
 
 def _reduction_op(prim_name: str, dt) -> tuple[str, str, str]:

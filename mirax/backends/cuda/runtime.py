@@ -303,8 +303,8 @@ def fusion_callable(be, node, host_consts: dict):
             gemv = red.prim.name == "reduce_sum" and src.size >= GEMV_MIN and \
                 leading(red.params["axes"], src.ndim) and \
                 np.dtype(src.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
-            if list(sub.outputs) == [red.outputs[0]] and not gemv:
-                run = codegen.reduction_kernel(sub, inline, kname)
+            if not gemv and (list(sub.outputs) == [red.outputs[0]] or codegen.with_values(sub)):
+                run = codegen.reduction_kernel(sub, inline, kname)  # (with_values: a loss)
             else:  # other chain values are needed too: one elementwise kernel, then reduce
                 pre = Graph(kname)
                 pre.inputs, pre.nodes = sub.inputs, sub.nodes[:-1]
