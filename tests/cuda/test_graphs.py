@@ -164,6 +164,17 @@ def test_auto_mode_captures_a_launch_bound_plan(monkeypatch):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
 
+def test_auto_mode_leaves_a_plan_of_big_arrays_plain(monkeypatch):
+    """One softmax over 64 MiB: GPU-bound, and a replay would add copies of in- and
+    output: auto keeps it plain."""
+    monkeypatch.delenv("MIRAX_CUDA_GRAPHS", raising=False)
+    x = _cuda(np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32))
+    plan, bufs = _plan(lambda x: mx.nn.softmax(x, axis=-1), x)
+    for _ in range(5):
+        plan(*bufs)
+    assert plan.state == "off" and plan.cuda_graph is None, plan.measured
+
+
 def test_jit_and_grad_compose_with_graphs(monkeypatch):
     monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
 

@@ -3,7 +3,7 @@
 Where it sits: runtime.lower wraps each top-level plan in `Replay`. The plan runs as usual
 for its first calls (kernels compile, nested plans lower, CuPy's and cuBLAS's lazy setup
 happen). Then, when the plan is worth it (`MIRAX_CUDA_GRAPHS`: 1 always, 0 never, unset:
-when one measured call shows the GPU waiting on the host, i.e. launch-bound), it is
+when measured calls show that a replay, copies included, beats a plain call), it is
 captured on a side stream into buffers of a private CuPy memory pool, and every later call
 is: one kernel copying the inputs into the static input buffers, the graph's launch, and
 one kernel copying the static outputs into fresh buffers from CuPy's pool (so no caller
@@ -33,7 +33,11 @@ import numpy as np
 _depth = [0]    # > 0 while a plan runs: nested plans (composite bodies, loops) never capture
 capturing = [False]  # True during a capture: errors there are the capture's, not an op's
 WARMUP = 1      # plain calls before a plan is measured or captured
-LAUNCH_BOUND = 0.5  # host time / GPU time of one call above which auto mode captures
+MEASURED = 2    # auto mode: plain calls timed (the fastest counts: an early call can still
+                # be slowed by the memory pool growing with cudaMalloc)
+LAUNCH_BOUND = 0.5  # auto captures when host time > this x the call's GPU time, and
+COPIES = 0.5    # the copies a replay adds take < this x the host time it saves
+COPY_BW = 3.5e12  # bytes/s (read + write) of the copy-in / copy-out kernels, H200
 stats = {"captured": 0, "replays": 0, "refused": 0}
 failures: list = []  # why captures failed (a host sync inside, ...), newest last
 
@@ -52,6 +56,7 @@ class Replay:
         self.calls = 0
         self.state = "warm"  # -> "measured" (auto) -> "graph" | "off"
         self.cuda_graph = None  # (`graph`, set by runtime.lower, is the IR Graph)
+        self.measured = None    # auto mode: (host s, GPU s, copies s) of the fastest call
 
     def __call__(self, *bufs):
         bufs = [b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
@@ -67,7 +72,7 @@ class Replay:
         self.calls += 1
         if self.calls <= WARMUP:
             return self._checked(bufs)
-        if self.state == "warm" and knob == "auto":
+        if self.state == "warm" and knob == "auto" and self.calls <= WARMUP + MEASURED:
             return self._measure(bufs)
         return self._capture(bufs)
 
@@ -88,8 +93,12 @@ class Replay:
         return out
 
     def _measure(self, bufs):
-        """One plain call timed on the host and on the GPU: launch-bound plans (the GPU
-        waits on the host most of the call) are captured from the next call on."""
+        """A plain call timed on the host and on the GPU (CUDA events: elapsed time, which
+        for a launch-bound plan is the host's pace). After MEASURED calls (the fastest of
+        each counts) the plan is captured when a replay pays: the host is busy most of the
+        call (launch-bound), and the copies a replay adds (inputs in, outputs out) cost
+        well under the host time it saves. A plan of a few kernels over big arrays
+        (softmax on 512 MiB: 0.03 ms of host, 0.6 ms of copies) stays plain."""
         stream = cp.cuda.get_current_stream()
         stream.synchronize()
         start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -100,9 +109,13 @@ class Replay:
         end.record()
         end.synchronize()
         gpu = cp.cuda.get_elapsed_time(start, end) / 1e3
-        if self.state != "off":
-            self.state = "measured" if host > LAUNCH_BOUND * gpu else "off"
-        self.measured = (host, gpu)
+        if self.measured is not None:
+            host, gpu = min(host, self.measured[0]), min(gpu, self.measured[1])
+        copies = 2 * sum(b.nbytes for b in (*bufs, *out)) / COPY_BW
+        self.measured = (host, gpu, copies)
+        if self.state != "off" and self.calls == WARMUP + MEASURED:
+            pays = host > LAUNCH_BOUND * gpu and copies < COPIES * host
+            self.state = "measured" if pays else "off"
         return out
 
     def _refuse(self, why: str):
