@@ -31,7 +31,7 @@ MIN_OPS = 3          # ... and this many elementwise ops
 MAX_ROW = 4 * BLOCK  # row mode: rows longer than this would make chunks too big
 
 REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum,
-           "reduce_prod": np.multiply}
+          "reduce_prod": np.multiply}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
@@ -142,7 +142,7 @@ def accepts(members) -> bool:
         return False
     for n in members:
         if n.prim.name in REDUCE and (np.dtype(n.inputs[0].aval.dtype) not in _FLOATS
-                                       or tuple(n.inputs[0].aval.shape) != shape):
+                                      or tuple(n.inputs[0].aval.shape) != shape):
             return False
     return layout(members, externals(members)) is not None
 
