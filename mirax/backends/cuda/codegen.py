@@ -258,7 +258,7 @@ def node_expr(node, args: list[str]) -> str:
 
 
 # --- fusion kernels ---------------------------------------------------------------------------
-_kernels: dict = {}  # source -> compiled CuPy kernel object
+_kernels: dict = {}  # (kind, source) -> compiled CuPy kernel object: `_compiled`
 failures: list = []  # flat kernels NVRTC refused (their groups use CuPy's kernels instead)
 
 REDUCE = {  # name -> (reduce_expr, identity for floats, identity for ints)
@@ -297,10 +297,10 @@ def _param_decl(params) -> str:
     return ", ".join(f"{_PARAM[np.dtype(v.aval.dtype)]} x{i}" for i, v in params)
 
 
-def _compiled(kind, src, make):
+def _compiled(kind, src, make, name=""):
     k = _kernels.get((kind, src))
     if k is None:
-        _debug(kind, "", src)
+        _debug(kind, name, src)
         k = _kernels[(kind, src)] = make()
     return k
 
@@ -885,8 +885,5 @@ def row_kernel(op: str, dtype, d: int, has_w=False, has_b=False):
                                 s=storage(dtype), ld=load(dtype, "(v)"), st=store(dtype, "(v)"))
            + _ROW_BODY[op].format())
     src = prelude(src) + src
-    kern = _kernels.get(("row", src))
-    if kern is None:
-        _debug("row kernel", op, src)
-        kern = _kernels[("row", src)] = cp.RawKernel(src, f"mirax_{op}")
+    kern = _compiled("row kernel", src, lambda: cp.RawKernel(src, f"mirax_{op}"), op)
     return kern, block
