@@ -120,7 +120,6 @@ class Replay:
 
     def _refuse(self, why: str):
         self.state = "off"
-        self.cuda_graph = None
         stats["refused"] += 1
         failures.append(f"{self.name}: {why}")
         del failures[:-20]
@@ -139,8 +138,7 @@ class Replay:
                 copy_in(bufs, static_in)
                 # a plain run on the side stream with the static buffers first: kernels for
                 # this layout compile and the pool caches the blocks the capture will take
-                del_outs = self._plain(static_in)
-                del del_outs
+                self._plain(static_in)
                 side.begin_capture()
                 capturing[0] = True
                 try:
@@ -228,8 +226,7 @@ class Copies:
 
 
 def _copy_kernel(sizes: tuple):
-    key = sizes
-    hit = _copy_kernels.get(key)
+    hit = _copy_kernels.get(sizes)
     if hit is not None:
         return hit
     params, body, first = [], [], 0
@@ -243,5 +240,5 @@ def _copy_kernel(sizes: tuple):
            "  const long long b = blockIdx.x;\n" + "\n".join(body) + "\n}\n")
     from mirax.backends.cuda.codegen import _debug
     _debug("copies", "", src)
-    hit = _copy_kernels[key] = (cp.RawKernel(src, "mirax_copies"), first)
+    hit = _copy_kernels[sizes] = (cp.RawKernel(src, "mirax_copies"), first)
     return hit
