@@ -87,7 +87,7 @@ def column_sum(x, k):
     m = x.size // n if n else 0
     x2 = x.reshape(n, m)
     ones = cp.ones((1, n), x.dtype)
-    return _matmul2d(ones, x2).reshape(x.shape[k:])
+    return _matmul(ones, x2).reshape(x.shape[k:])
 
 
 def reduce_sum(x, *, axes):
@@ -293,7 +293,8 @@ def _gemm(a, b):
     return c
 
 
-def _matmul2d(a, b):
+def _matmul(a, b):
+    """a @ b, 2-d or batched 3-d: cuBLAS (_gemm) where it applies, else cp.matmul."""
     out = _gemm(a, b)
     return out if out is not None else cp.matmul(a, b)
 
@@ -311,12 +312,9 @@ def dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
     a_ = cp.transpose(lhs, lb + lf + lc)
     b_ = cp.transpose(rhs, rb + rc + rf)
     if nb == 1:
-        out = _matmul2d(a_.reshape(m, k), b_.reshape(k, n))
+        out = _matmul(a_.reshape(m, k), b_.reshape(k, n))
     else:
-        a3, b3 = a_.reshape(nb, m, k), b_.reshape(nb, k, n)
-        out = _gemm(a3, b3)
-        if out is None:
-            out = cp.matmul(a3, b3)
+        out = _matmul(a_.reshape(nb, m, k), b_.reshape(nb, k, n))
     shape = bshape + tuple(lhs.shape[a] for a in lf) + tuple(rhs.shape[a] for a in rf)
     return out.reshape(shape).astype(out_dtype, copy=False)
 
