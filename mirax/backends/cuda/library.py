@@ -2,8 +2,8 @@
 
 Three kinds of entries, each a function `(*bufs, **params) -> buffer(s)`:
 - explicit CuPy code (dot_general through cuBLAS called by ctypes so that CUDA graphs
-  can capture it, reductions accumulating f16/bf16 in
-  float32, casts, iota, pad, linalg through cuSOLVER, erf & co through cupyx);
+  can capture it, reductions accumulating f16/bf16 in float32, casts, iota, pad, linalg
+  through cuSOLVER, erf & co through cupyx);
 - the NumPy reference impl run unchanged on CuPy buffers (`REFERENCE_OK`): NumPy hands
   ufuncs and most array functions to CuPy (`__array_ufunc__` / `__array_function__`),
   so `np.exp(x)` on a CuPy array is `cupy.exp(x)`; the CUDA tests check each listed
@@ -17,6 +17,7 @@ and is counted so in the dispatch report. Nothing here is imported without CuPy.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 
 import cupy as cp
@@ -167,7 +168,6 @@ class _Blas:
     """One cuBLAS handle per device, its stream and workspace set when the stream changes."""
 
     def __init__(self):
-        import ctypes
         from ctypes import c_int, c_longlong, c_size_t, c_void_p
         cp.cuda.device.get_cublas_handle()  # CuPy loads libcublas into the process
         lib = None
@@ -196,13 +196,11 @@ class _Blas:
         self.handles: dict = {}  # device id -> [handle, stream ptr, workspace]
         self.one32, self.zero32 = ctypes.c_float(1.0), ctypes.c_float(0.0)
         self.one64, self.zero64 = ctypes.c_double(1.0), ctypes.c_double(0.0)
-        self.ref = ctypes.byref
 
     def handle(self):
         dev = cp.cuda.Device().id
         entry = self.handles.get(dev)
         if entry is None:
-            import ctypes
             h = ctypes.c_void_p()
             _check(self.create(ctypes.byref(h)), "cublasCreate")
             # a plain cudaMalloc: never a block of whatever pool is current (graphs.py)
@@ -266,7 +264,7 @@ def _gemm(a, b):
     f64 = t == 1
     one, zero = (blas.one64, blas.zero64) if f64 else (blas.one32, blas.zero32)
     compute = _COMPUTE_64F if f64 else _COMPUTE_32F
-    ref = blas.ref
+    ref = ctypes.byref
     if a.ndim == 2:
         m, k = a.shape
         n = b.shape[1]
