@@ -51,6 +51,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.backends.cuda import attention_kernels as kernels
+from mirax.backends.cuda.library import COMPUTE_32F, CUDA_TYPE, GEMM_DEFAULT, LOW
 from mirax.core import dtypes
 
 NT = 128   # threads per block (every family)
@@ -69,17 +70,13 @@ _modules: dict = {}
 _opted_in: set = set()  # (module id, kernel) given more than 48 KB of shared memory
 
 _DTYPE_CODE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, dtypes.bfloat16: 2}
-_HALF = (np.dtype(np.float16), dtypes.bfloat16)
-_CUDA_TYPE = {np.dtype(np.float32): 0, np.dtype(np.float16): 2, dtypes.bfloat16: 14}
-_COMPUTE_32F = 68   # CUBLAS_COMPUTE_32F
-_GEMM_DEFAULT = -1  # CUBLAS_GEMM_DEFAULT
 
 
 # --- the rule ---------------------------------------------------------------------------------
 def path(dtype, T: int, S: int, backward: bool) -> str:
     """Tensor cores for f16/bf16; float32 on CUDA cores, except the backward of large cases
     through cuBLAS."""
-    half = np.dtype(dtype) in _HALF
+    half = np.dtype(dtype) in LOW
     p = force_path or os.environ.get("MIRAX_CUDA_ATTN_PATH") or None
     if p is not None:
         return "simt" if p == "tc" and not half else p
@@ -264,7 +261,7 @@ def _gemm(m, n, k, a, b, out, batch, alpha=1.0):
     al, be = np.array([alpha], np.float32), np.zeros(1, np.float32)
     cublas.gemmStridedBatchedEx(handle, int(tb), int(ta), n, m, k, al.ctypes.data,
                                 bp, bt, ldb, sb, ap, at, lda, sa, be.ctypes.data,
-                                cp_, ct, ldc, sc, batch, _COMPUTE_32F, _GEMM_DEFAULT)
+                                cp_, ct, ldc, sc, batch, COMPUTE_32F, GEMM_DEFAULT)
 
 
 class _Blas:
@@ -278,12 +275,12 @@ class _Blas:
         self.nh = max(1, min(c.H, BLAS_MAX_BYTES // (4 * T * S)))
         shape = (self.nh, T, S)
         self.sc = cp.empty(shape, cp.float32)
-        half = c.dtype in _HALF
+        half = c.dtype in LOW
         self.p = cp.empty(shape, c.dtype) if half else self.sc
         if backward:
             self.dp = cp.empty(shape, cp.float32)
             self.ds = cp.empty(shape, c.dtype) if half else self.dp
-        self.t, self.f32 = _CUDA_TYPE[c.dtype], _CUDA_TYPE[np.dtype(np.float32)]
+        self.t, self.f32 = CUDA_TYPE[c.dtype], CUDA_TYPE[np.dtype(np.float32)]
 
     def chunks(self):
         c = self.c

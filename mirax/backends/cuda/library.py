@@ -157,10 +157,10 @@ def pad(x, v, *, padding_config):
 # cuBLAS through ctypes on a handle of our own: CuPy's cuBLAS wrappers refuse to run while a
 # stream is being captured (graphs.py), and a capture-safe GEMM is what makes a training
 # step capturable. float32 stays full float32 (no TF32), 16-bit floats accumulate in float32.
-_CUDA_TYPE = {np.dtype(np.float16): 2, dtypes.bfloat16: 14, np.dtype(np.float32): 0,
-              np.dtype(np.float64): 1}
-_COMPUTE_32F, _COMPUTE_64F = 68, 70  # cublasComputeType_t
-_GEMM_DEFAULT = -1  # CUBLAS_GEMM_DEFAULT
+CUDA_TYPE = {np.dtype(np.float16): 2, dtypes.bfloat16: 14, np.dtype(np.float32): 0,
+             np.dtype(np.float64): 1}
+COMPUTE_32F, COMPUTE_64F = 68, 70  # cublasComputeType_t
+GEMM_DEFAULT = -1  # CUBLAS_GEMM_DEFAULT
 _WORKSPACE = 32 << 20  # bytes: cuBLAS's own pool would allocate inside a capture
 
 
@@ -258,12 +258,12 @@ def _gemm(a, b):
 
     Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (b, a)."""
     blas = _get_blas()
-    t = _CUDA_TYPE.get(a.dtype)
+    t = CUDA_TYPE.get(a.dtype)
     if blas is None or t is None or b.dtype != a.dtype:
         return None
     f64 = t == 1
     one, zero = (blas.one64, blas.zero64) if f64 else (blas.one32, blas.zero32)
-    compute = _COMPUTE_64F if f64 else _COMPUTE_32F
+    compute = COMPUTE_64F if f64 else COMPUTE_32F
     ref = ctypes.byref
     if a.ndim == 2:
         m, k = a.shape
@@ -276,7 +276,7 @@ def _gemm(a, b):
         b, tb, ldb = _operand(b)
         _check(blas.gemm(blas.handle(), int(tb), int(ta), n, m, k, ref(one), b.data.ptr, t,
                          ldb, a.data.ptr, t, lda, ref(zero), c.data.ptr, t, n, compute,
-                         _GEMM_DEFAULT), "cublasGemmEx")
+                         GEMM_DEFAULT), "cublasGemmEx")
         return c
     nb, m, k = a.shape
     n = b.shape[2]
@@ -287,7 +287,7 @@ def _gemm(a, b):
     a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
     _check(blas.batched(blas.handle(), 0, 0, n, m, k, ref(one), b.data.ptr, t, n, k * n,
                         a.data.ptr, t, k, m * k, ref(zero), c.data.ptr, t, n, m * n, nb,
-                        compute, _GEMM_DEFAULT), "cublasGemmStridedBatchedEx")
+                        compute, GEMM_DEFAULT), "cublasGemmStridedBatchedEx")
     return c
 
 
