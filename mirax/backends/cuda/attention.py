@@ -31,7 +31,8 @@ the notes in benchmarks/results/gpu_h200.json): bf16 "tc" forward 0.28 ms, backw
 (delta 0.04, stats 0.14, dq 0.27, dk/dv 0.54), torch SDPA 0.10 / 0.36 ms; float32 forward
 1.23 ms ("simt"; "blas" 1.89), backward 3.97 ms ("blas"; "simt" 4.15), torch 0.65 / 1.71.
 The old reading "the backward takes 10x the forward" came mostly from the benchmark's loss:
-its jit(value_and_grad(sum(o * w))) spends about 6.3 ms outside attention. The CUDA-core
+its jit(value_and_grad(sum(o * w))) spent about 6.3 ms outside attention, in CuPy's reduction
+kernel (codegen's two-stage kernel has since taken that to nothing measurable). The CUDA-core
 backward itself takes 3.4x its forward: 8 matrix products' worth of work against 2 (stats 1,
 dq 3, dk/dv 4), one score per thread with a warp shuffle per key, and dk/dv at 242
 registers runs one 4-warp block per multiprocessor. Left on the table in "tc": tiles load
