@@ -259,7 +259,8 @@ def node_expr(node, args: list[str]) -> str:
 
 # --- fusion kernels ---------------------------------------------------------------------------
 _kernels: dict = {}  # (kind, source) -> compiled CuPy kernel object: `_compiled`
-failures: list = []  # flat kernels NVRTC refused (their groups use CuPy's kernels instead)
+failures: list = []  # flat and two-stage kernels NVRTC refused: CuPy's kernels run instead
+# (a two-stage kernel that stores chain values too: the group runs op by op)
 
 REDUCE = {  # name -> (reduce_expr, identity for floats, identity for ints)
     "reduce_sum": ("a + b", "0", "0"),
