@@ -111,8 +111,8 @@ def supported(q, k, v, backward: bool = False) -> str | None:
     p = path(q.dtype, q.shape[1], k.shape[1], backward)
     if max(d, dv) > MAX_D or min(d, dv) == 0 or (p == "simt" and geometry(d, dv) is None):
         return f"head dims {d}, {dv}"
-    if q.shape[0] > 65535 or q.shape[2] > 65535:
-        return "grid"
+    if q.shape[0] > 65535 or q.shape[2] > 65535:  # blockIdx.z = batch, blockIdx.y = head
+        return f"grid: B={q.shape[0]}, H={q.shape[2]} (at most 65535 each)"
     return None
 
 
