@@ -16,7 +16,7 @@ Layout is blocked.py's: values of shape S are viewed as (L, R) (flat groups as o
 (1, size), so that the inner loop is the long one), every outside input is `full`
 (indexed [i, j]), `lead` ([j]), `trail` ([i]) or `one` ([0]). The loop bounds are
 arguments, so one compiled kernel serves every shape with the same structure (Adam on
-every layer's weights and biases). Elementwise results equal the unfused plan's bit for
+every layer's weight matrix). Elementwise results equal the unfused plan's bit for
 bit (IEEE ops, no fast-math contraction). Kernels are cached in memory and, compiled, on
 disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source hash; MIRAX_NUMBA=0 turns the
 path off. MIRAX_DEBUG=3 prints the source.
