@@ -247,10 +247,16 @@ def any(a, axis=None, keepdims=False):
 
 # --- shape ----------------------------------------------------------------------------------
 def reshape(a, shape=None, order="C", newshape=None):
+    """np.reshape; order='F' reads and writes the elements first index fastest (the
+    reversed-axes transpose of a C-order reshape to the reversed shape)."""
     shape = newshape if shape is None else shape
+    a = operand(a, "reshape")
+    if order == "F":
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        return sh.transpose(sh.reshape(sh.transpose(a), shape[::-1]))
     if order != "C":
-        raise NotImplementedError("reshape: only order='C' is supported")
-    return sh.reshape(operand(a, "reshape"), shape)
+        raise ValueError(f"reshape: order must be 'C' or 'F', got {order!r}")
+    return sh.reshape(a, shape)
 
 
 def ravel(a):

@@ -243,10 +243,14 @@ def signbit(x):
     return ew.select(zero, ew.lt(inv, 0), ew.lt(x, 0))
 
 
-def where(condition, x=None, y=None):
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+    """np.where. With the condition alone it is nonzero(condition): eager on a concrete
+    condition, or with `size=` (and `fill_value=`) under jit and vmap, as in JAX."""
     if x is None and y is None:
-        raise NotImplementedError("where(condition) with one argument (nonzero) has a "
-                                  "data-dependent shape; use mnp.nonzero with size=")
+        from mirax.numpy._indexing import nonzero
+        return nonzero(condition, size=size, fill_value=fill_value)
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size and fill_value go with the one-argument form only")
     if x is None or y is None:
         raise ValueError("where: either both or neither of x and y must be given")
     cond = _as_bool(condition)

@@ -236,6 +236,67 @@ def _pad_widths(pad_width, ndim, op="pad"):
 
 
 _INDEX_MODES = ("edge", "reflect", "symmetric", "wrap")
+_STAT_MODES = ("maximum", "minimum", "mean", "median")
+
+
+def _padded_axes(x, widths, mode):
+    """(axis, lo, hi, length) of each axis that gets padding, in order; an empty axis has
+    no values to pad from."""
+    for ax, (lo, hi) in enumerate(widths):
+        n = x.shape[ax]
+        if not lo and not hi:
+            continue
+        if n == 0:
+            raise ValueError(f"pad: cannot pad an empty axis {ax} of {short(x)} in mode "
+                             f"{mode!r}")
+        yield ax, lo, hi, n
+
+
+def _pad_computed(x, widths, mode, kwargs):
+    """pad modes whose values are computed from the array, one axis after the other as
+    NumPy does (corners come from the already padded axes): a statistic of the first /
+    last `stat_length` values, or a linear ramp from `end_values` to the edge value."""
+    from mirax.numpy._core import max as amax, mean, min as amin
+    from mirax.numpy._math import round as around
+    stat = {"maximum": amax, "minimum": amin, "mean": mean, "median": median}.get(mode)
+    key = "stat_length" if stat is not None else "end_values"
+    default = None if stat is not None else 0
+    extra = np.broadcast_to(np.asarray(kwargs.get(key, default), dtype=object), (x.ndim, 2))
+    unknown = set(kwargs) - {key}
+    if unknown:
+        raise TypeError(f"pad: mode {mode!r} takes no {', '.join(sorted(unknown))}")
+    for ax, lo, hi, n in _padded_axes(x, widths, mode):
+        parts = []
+        for side, width in ((0, lo), (1, hi)):
+            if not width:
+                parts.append(None)
+                continue
+            if stat is not None:
+                k = n if extra[ax, side] is None else builtins.min(int(extra[ax, side]), n)
+                if k <= 0:
+                    raise ValueError(f"pad: stat_length must be positive, got {k}")
+                part = sh.slice_in_dim(x, 0, k, axis=ax) if side == 0 else \
+                    sh.slice_in_dim(x, n - k, n, axis=ax)
+                v = stat(part, axis=ax, keepdims=True)
+                if mode in ("mean", "median") and not dtypes.is_float(x.dtype):
+                    v = around(v)   # NumPy rounds integer means and medians
+                v = ew.convert_element_type(v, x.dtype)
+                shape = list(x.shape)
+                shape[ax] = width
+                parts.append(sh.broadcast_to(v, tuple(shape)))
+            else:   # linear_ramp: end + i * (edge - end) / width, i = 0 .. width-1
+                edge = sh.slice_in_dim(x, 0, 1, axis=ax) if side == 0 else \
+                    sh.slice_in_dim(x, n - 1, n, axis=ax)
+                t = np.arange(width, dtype=np.float64)
+                t = t if side == 0 else t[::-1]
+                ft = x.dtype if dtypes.is_float(x.dtype) else np.float64  # as np.linspace
+                t = np.reshape(t, [width if a == ax else 1 for a in range(x.ndim)]).astype(ft)
+                e = ew.convert_element_type(edge, ft)
+                end = float(extra[ax, side])
+                ramp = ew.add(ew.mul(Array(t), ew.div(ew.sub(e, end), float(width))), end)
+                parts.append(ew.convert_element_type(ramp, x.dtype))
+        x = sh.concatenate([p for p in (parts[0], x, parts[1]) if p is not None], ax)
+    return x
 
 
 def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
@@ -256,16 +317,12 @@ def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
                          else cvs[ax, side], x.dtype, False, "pad")
                 x = sh.pad(x, v, tuple(cfg))
         return x
+    if mode in _STAT_MODES or mode == "linear_ramp":
+        return _pad_computed(x, widths, mode, kwargs)
     if mode not in _INDEX_MODES:
-        raise NotImplementedError(f"pad: mode {mode!r} is not supported (constant, "
-                                  f"{', '.join(_INDEX_MODES)})")
-    for ax, (lo, hi) in enumerate(widths):
-        n = x.shape[ax]
-        if not lo and not hi:
-            continue
-        if n == 0:
-            raise ValueError(f"pad: cannot pad an empty axis {ax} of {short(x)} in mode "
-                             f"{mode!r}")
+        raise ValueError(f"pad: mode {mode!r} is not one of constant, "
+                         f"{', '.join(_INDEX_MODES + _STAT_MODES)}, linear_ramp")
+    for ax, lo, hi, n in _padded_axes(x, widths, mode):
         idx = np.pad(np.arange(n), (lo, hi), mode=mode)  # static indices only
         x = take_static(x, idx, ax)
     return x

@@ -39,7 +39,8 @@ def install():
     A.mT = property(lambda self: mnp.swapaxes(self, -1, -2))
     A.astype = lambda self, dtype: ew.convert_element_type(self, dtype)
     A.reshape = lambda self, *shape, order="C": mnp.reshape(
-        self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
+        order=order)
     A.transpose = lambda self, *axes: mnp.transpose(
         self, (axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes) or None)
     A.ravel = A.flatten = lambda self: mnp.ravel(self)

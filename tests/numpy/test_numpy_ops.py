@@ -300,3 +300,83 @@ def test_composites_differentiate():
     num = [(float(f(mnp.asarray(xn + eps * e))) - float(f(mnp.asarray(xn - eps * e)))) / (2 * eps)
            for e in np.eye(4)]
     np.testing.assert_allclose(g, num, rtol=1e-3)
+
+
+def test_reshape_fortran_order():
+    from mirax.testing import check_grads
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for shape in [(4, 6), (-1,), 24, (3, -1, 2)]:
+        got = mnp.reshape(mx.asarray(x), shape, order="F")
+        np.testing.assert_array_equal(np.asarray(got), np.reshape(x, shape, order="F"))
+    np.testing.assert_array_equal(np.asarray(mx.asarray(x).reshape(6, 4, order="F")),
+                                  x.reshape(6, 4, order="F"))   # the method passes order on
+    with pytest.raises(ValueError, match="order must be 'C' or 'F'"):
+        mnp.reshape(mx.asarray(x), (4, 6), order="K")
+    w = np.random.default_rng(0).normal(size=(4, 6))
+    check_grads(lambda a: mnp.sum(mnp.reshape(a, (3, 8), order="F") ** 2 * np.arange(8.0)),
+                (x,), order=2, atol=1e-6, rtol=1e-6)
+    f = mx.jit(lambda a: mnp.reshape(a, (4, 6), order="F") * w)
+    np.testing.assert_allclose(np.asarray(f(x)), np.reshape(x, (4, 6), order="F") * w)
+
+
+def test_where_with_the_condition_alone_is_nonzero():
+    x = np.array([[0, 3, 0], [4, 0, 5]])
+    got = mnp.where(mx.asarray(x) > 0)
+    for a, b in zip(got, np.where(x > 0)):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    jitted = mx.jit(lambda c: mnp.where(c, size=4, fill_value=-1))(mx.asarray(x > 0))
+    assert [np.asarray(a).tolist() for a in jitted] == [[0, 1, 1, -1], [1, 0, 2, -1]]
+    with pytest.raises(mx.errors.ConcretizationError, match="size="):
+        mx.jit(lambda c: mnp.where(c))(mx.asarray(x > 0))
+    with pytest.raises(ValueError, match="one-argument form"):
+        mnp.where(x > 0, 1, 2, size=3)
+
+
+def test_logsumexp_return_sign_matches_scipy():
+    sp = pytest.importorskip("scipy.special")
+    from mirax.testing import check_grads
+    r = np.random.default_rng(1)
+    a = r.normal(size=(3, 5))
+    b = r.normal(size=(3, 5))          # negative weights: sums of either sign
+    a[2] = -np.inf                     # an empty row: sum 0, sign 0, log -inf
+    for axis, keepdims in [(None, False), (1, False), (1, True), ((0, 1), True), (-1, False)]:
+        got, sign = mx.scipy.special.logsumexp(a, axis=axis, b=b, keepdims=keepdims,
+                                               return_sign=True)
+        want, wsign = sp.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=True)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12)
+        np.testing.assert_array_equal(np.asarray(sign), wsign)
+    got, sign = mx.scipy.special.logsumexp(a[:2], axis=1, return_sign=True)
+    np.testing.assert_allclose(np.asarray(got), sp.logsumexp(a[:2], axis=1), rtol=1e-12)
+    assert np.asarray(sign).tolist() == [1.0, 1.0]
+    neg = -np.abs(b[:2]) - 0.5         # negative sums, far from 0 (log|sum| is smooth)
+    check_grads(lambda a: mx.scipy.special.logsumexp(a, axis=1, b=neg,
+                                                     return_sign=True)[0].sum(),
+                (a[:2],), order=2, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode,kw", [
+    ("mean", {}), ("mean", {"stat_length": 2}), ("median", {}),
+    ("median", {"stat_length": ((1, 2), (3, 4))}), ("maximum", {}),
+    ("minimum", {"stat_length": 1}), ("linear_ramp", {}),
+    ("linear_ramp", {"end_values": ((1, 9), (5, 7))})])
+def test_pad_computed_modes(mode, kw):
+    r = _rng("pad", mode, repr(kw))
+    for dtype in (np.float32, np.float64, np.int32, np.uint8):
+        x = (np.abs(r.normal(size=(3, 5))) * 10).astype(dtype)
+        for widths in [((1, 2), (3, 0)), 2, ((7, 3), (2, 9))]:
+            got = mnp.pad(mx.asarray(x), widths, mode=mode, **kw)
+            want = np.pad(x, widths, mode=mode, **kw)
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6)
+
+
+def test_pad_computed_modes_differentiate_and_check_arguments():
+    from mirax.testing import check_grads
+    x = np.random.default_rng(3).normal(size=(3, 4))
+    for mode in ("mean", "maximum", "linear_ramp"):
+        check_grads(lambda a: mnp.sum(mnp.pad(a, ((1, 2), (2, 1)), mode=mode) ** 2),
+                    (x,), order=2, atol=1e-6, rtol=1e-6)
+    with pytest.raises(TypeError, match="takes no end_values"):
+        mnp.pad(mx.asarray(x), 1, mode="mean", end_values=1)
+    with pytest.raises(ValueError, match="mode 'bogus' is not one of"):
+        mnp.pad(mx.asarray(x), 1, mode="bogus")
