@@ -8,8 +8,9 @@ to `dynamic_slice`, and only integer-array / boolean-mask parts to `gather`. Eag
 `x[0]`, `x[1:3]`, `x[:, None]` on a concrete array skip the plan entirely (NumPy view).
 
 Out-of-bounds semantics follow JAX: a static Python int raises IndexError naming the shape;
-integer arrays and traced scalars are clamped when reading (`x[idx]`), dropped when
-updating (`x.at[idx]`); `take` / `take_along_axis` default to mode "fill" (NaN for floats).
+integer arrays and traced scalars are clamped when reading (`x[idx]`, or filled with
+`x.at[idx].get(mode="fill")`), dropped when updating (`x.at[idx]`); `take` /
+`take_along_axis` default to mode "fill" (NaN for floats).
 Boolean masks need concrete values (their result shape depends on the data): under
 jit / vmap they raise ConcretizationError; use `where` or `nonzero(..., size=)` there.
 """
@@ -103,7 +104,7 @@ class _Plan:
         self.batch = ()
 
 
-def _parse(x, idx, op="getitem"):
+def _parse(x, idx, op="getitem", traced_as_array=False):
     if not isinstance(idx, tuple):
         idx = (idx,)
     items = [_classify(i, op) for i in idx]
@@ -144,7 +145,7 @@ def _parse(x, idx, op="getitem"):
             else:
                 plan.info[a] = ("int", v % n)
         elif k == "dyn":
-            if has_adv:
+            if has_adv or traced_as_array:   # a gather, which can fill out of bounds
                 k = "array"
             else:
                 plan.info[a] = ("dyn", _int_array(v, n, op))
@@ -224,20 +225,22 @@ def _is_basic_item(i):
     return isinstance(i, _BASIC_TYPES) and not isinstance(i, (bool, np.bool_))
 
 
-def getitem(x, idx):
-    """x[idx] with NumPy semantics (see the module docstring for out-of-bounds rules)."""
-    if type(x) is Array and not _state.active and type(x._buf) is np.ndarray and \
-            _is_basic(idx):
+def getitem(x, idx, mode="clip", fill_value=None):
+    """x[idx] with NumPy semantics (see the module docstring for out-of-bounds rules);
+    mode="fill" (`x.at[idx].get(mode="fill")`) gives fill_value where an integer-array or
+    traced index is out of bounds."""
+    if mode == "clip" and type(x) is Array and not _state.active and \
+            type(x._buf) is np.ndarray and _is_basic(idx):
         try:                              # eager fast path: a NumPy view
             out = x._buf[idx]
             return Array(out if type(out) is np.ndarray else np.asarray(out), x._weak)
         except IndexError:
             pass                          # re-raised below with mirax's message
     x = operand(x, "getitem")
-    plan = _parse(x, idx)
+    plan = _parse(x, idx, traced_as_array=mode == "fill")
     y = _basic(plan)
     if plan.adv_arrays:
-        y = ix.gather(y, _stack_indices(plan), plan.adv_axes, mode="clip")
+        y = ix.gather(y, _stack_indices(plan), plan.adv_axes, mode=mode, fill_value=fill_value)
     return _arrange(plan, y)
 
 
@@ -340,10 +343,12 @@ class _IndexUpdateRef:
 
     def get(self, *, mode=None, fill_value=None, indices_are_sorted=False,
             unique_indices=False):
-        if mode not in (None, "clip", "promise_in_bounds"):
-            raise NotImplementedError(f"at[...].get: mode {mode!r} is not supported "
-                                      "(use mnp.take(..., mode='fill'))")
-        return getitem(self.x, self.idx)
+        modes = {None: "clip", "clip": "clip", "promise_in_bounds": "clip", "fill": "fill",
+                 "drop": "fill"}
+        if mode not in modes:
+            raise ValueError(f"at[...].get: mode must be one of 'clip', 'fill', 'drop' or "
+                             f"'promise_in_bounds', got {mode!r}")
+        return getitem(self.x, self.idx, modes[mode], fill_value)
 
     def set(self, values, *, mode=None, **kw):
         return _update(self.x, self.idx, values, "set", mode)

@@ -534,3 +534,24 @@ def test_index_misc():
     g = mx.grad(lambda t, i: t[i] * t[i:][0], argnums=0)(y, 2)
     np.testing.assert_array_equal(np.asarray(g), [0, 0, 4, 0])
     assert [float(r[0]) for r in mx.asarray(np.eye(2))] == [1.0, 0.0]
+
+
+def test_at_get_fill_mode():
+    a = np.arange(12.0).reshape(3, 4)
+    x = mx.asarray(a)
+    got = x.at[np.array([0, 5, -1, -7])].get(mode="fill")
+    want = np.stack([a[0], np.full(4, np.nan), a[-1], np.full(4, np.nan)])
+    np.testing.assert_array_equal(np.asarray(got), want)
+    got = x.at[:, np.array([1, 4])].get(mode="drop", fill_value=-1.0)
+    np.testing.assert_array_equal(np.asarray(got), [[1, -1], [5, -1], [9, -1]])
+    get = mx.jit(lambda x, i: x.at[i].get(mode="fill", fill_value=0.5))
+    np.testing.assert_array_equal(np.asarray(get(x, 7)), np.full(4, 0.5))   # traced scalar
+    np.testing.assert_array_equal(np.asarray(get(x, -2)), a[1])
+    np.testing.assert_array_equal(np.asarray(mx.jit(lambda x, i: x.at[i].get())(x, 7)), a[2])
+    ints = mx.asarray(np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert np.asarray(ints.at[np.array([2])].get(mode="fill")).tolist() == [[-2 ** 31] * 3]
+    g = mx.grad(lambda x: mnp.sum(x.at[np.array([0, 5, 0])].get(mode="fill", fill_value=0.0)
+                                  * np.arange(4.0)))(x)
+    np.testing.assert_array_equal(np.asarray(g), [[0, 2, 4, 6], [0] * 4, [0] * 4])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        x.at[0].get(mode="wrap")
