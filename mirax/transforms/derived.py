@@ -35,6 +35,8 @@ def _total(leaves):
 
 
 def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
+    """The Jacobian by forward mode; with has_aux, f returns (out, aux) and the result is
+    (jacobian, aux)."""
     def jac(*args):
         nums = check_argnums("jacfwd", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
@@ -43,11 +45,16 @@ def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
         dtype = leaves[0].dtype
 
         def push(*ts):
-            return jvp(lambda *xs: f(*rebuild(xs)), tuple(leaves), tuple(ts))[1]
+            res = jvp(lambda *xs: f(*rebuild(xs)), tuple(leaves), tuple(ts), has_aux=has_aux)
+            return (res[1], res[2]) if has_aux else res[1]
 
-        cols = vmap(push, chunk_size=chunk_size)(*_split_basis(_basis(n, dtype), leaves))
+        # the aux output does not depend on the tangent: it comes out unbatched
+        cols = vmap(push, out_axes=(0, None) if has_aux else 0,
+                    chunk_size=chunk_size)(*_split_basis(_basis(n, dtype), leaves))
+        cols, aux = cols if has_aux else (cols, None)
         # cols: outputs with a leading [n]; move it to the end and split per input leaf
-        return _assemble_fwd(cols, leaves, treedef, argnums)
+        out = _assemble_fwd(cols, leaves, treedef, argnums)
+        return (out, aux) if has_aux else out
     return jac
 
 
@@ -69,11 +76,13 @@ def _assemble_fwd(cols, leaves, treedef, argnums):
 
 
 def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
+    """The Jacobian by reverse mode; with has_aux, f returns (out, aux) and the result is
+    (jacobian, aux)."""
     def jac(*args):
         nums = check_argnums("jacrev", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
         check_float_inputs("jacrev", leaves)
-        out, pullback = vjp(lambda *xs: f(*rebuild(xs)), *leaves)
+        out, pullback, *aux = vjp(lambda *xs: f(*rebuild(xs)), *leaves, has_aux=has_aux)
         out_leaves, out_tree = tree.flatten(out)
         out_leaves = [operand(o, "jacrev") for o in out_leaves]
         m = _total(out_leaves)
@@ -90,12 +99,16 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
             t = tree.unflatten(treedef, parts)
             per_out.append(t[0] if isinstance(argnums, int) else tuple(t))
             start += k
-        return tree.unflatten(out_tree, per_out)
+        out = tree.unflatten(out_tree, per_out)
+        return (out, aux[0]) if has_aux else out
     return jac
 
 
-def hessian(f, argnums=0, chunk_size=None):
-    return jacfwd(jacrev(f, argnums, chunk_size=chunk_size), argnums, chunk_size=chunk_size)
+def hessian(f, argnums=0, has_aux=False, chunk_size=None):
+    """jacfwd of jacrev; with has_aux, f returns (out, aux) and the result is
+    (hessian, aux)."""
+    return jacfwd(jacrev(f, argnums, has_aux=has_aux, chunk_size=chunk_size), argnums,
+                  has_aux=has_aux, chunk_size=chunk_size)
 
 
 def hvp(f, primals, tangents):

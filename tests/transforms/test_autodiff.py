@@ -172,3 +172,25 @@ def test_check_grads_failure_names_worst_entry():
     assert repr(float(want)) in msg or f"{want:.6}"[:6] in msg
     with pytest.raises(ValueError, match="mode"):
         check_grads(f, (X,), modes=("bwd",))
+
+
+@pytest.mark.parametrize("name", ["jacfwd", "jacrev", "hessian"])
+def test_jacobians_with_aux(name):
+    """has_aux: f returns (out, aux); the result is (jacobian, aux), aux not differentiated
+    (it used to be ignored, differentiating the pair)."""
+    x = np.array([0.3, -1.2, 2.0])
+
+    def f(x):
+        out = mnp.sum(mnp.sin(x) * x ** 2) if name == "hessian" else mnp.sin(x) * x ** 2
+        return out, {"n": mnp.sum(x ** 2), "twice": x * 2}
+    d1 = np.cos(x) * x ** 2 + 2 * x * np.sin(x)
+    want = {"jacfwd": np.diag(d1), "jacrev": np.diag(d1),
+            "hessian": np.diag(-np.sin(x) * x ** 2 + 4 * x * np.cos(x) + 2 * np.sin(x))}[name]
+    for transform in (getattr(mx, name), lambda f, **k: mx.jit(getattr(mx, name)(f, **k))):
+        jac, aux = transform(f, has_aux=True)(x)
+        np.testing.assert_allclose(np.asarray(jac), want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(aux["n"]), np.sum(x ** 2))
+        np.testing.assert_allclose(np.asarray(aux["twice"]), 2 * x)
+    if name != "hessian":
+        jac, _ = getattr(mx, name)(f, has_aux=True, chunk_size=2)(x)
+        np.testing.assert_allclose(np.asarray(jac), want, rtol=1e-12, atol=1e-12)
