@@ -88,20 +88,40 @@ def arange(start, stop=None, step=None, dtype=None):
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """np.linspace; array start / stop give one sequence per element, along `axis` of the
+    result. Computed in float64, then cast."""
     num = int(num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     d = _dtype_or(dtype, dtypes.float32)
+    if builtins.all(isinstance(v, (int, float, np.integer, np.floating))
+                    for v in (start, stop)):
+        if axis not in (0, -1):
+            raise ValueError(f"linspace: axis {axis} is out of range for the 1-d result")
+        start, stop, shape = float(start), float(stop), ()
+    else:   # arrays: the samples run along a new leading axis, moved to `axis` at the end
+        start, stop = (ew.convert_element_type(operand(v, "linspace"), dtypes.float64)
+                       for v in (start, stop))
+        try:
+            shape = tuple(np.broadcast_shapes(start.shape, stop.shape))
+        except ValueError:
+            raise ValueError(f"linspace: start {short(start)} and stop {short(stop)} do "
+                             f"not broadcast together") from None
+        start, stop = sh.broadcast_to(start, shape), sh.broadcast_to(stop, shape)
+        axis = normalize_axis(axis, len(shape) + 1, "linspace")
     div = (num - 1) if endpoint else num
-    step = (stop - start) / div if div > 0 else 0.0
-    idx = sh.iota(dtypes.float64, (num,))
-    out = ew.add(ew.mul(idx, step), float(start)) if num else idx
+    span = stop - start if not shape and isinstance(start, float) else ew.sub(stop, start)
+    step = span / div if div > 0 else span * 0.0    # Python floats stay float64 exact
+    idx = sh.iota(dtypes.float64, (num,) + shape, 0)
+    out = ew.add(ew.mul(idx, step), start)
     if endpoint and num > 1:
-        out = sh.concatenate([sh.slice_in_dim(out, 0, num - 1), asarray([float(stop)],
-                                                                        dtypes.float64)])
+        last = sh.broadcast_to(ew.convert_element_type(stop, dtypes.float64), (1,) + shape)
+        out = sh.concatenate([sh.slice_in_dim(out, 0, num - 1), last], 0)
     if not dtypes.is_float(d):
         out = ew.floor(out)  # integer linspace rounds toward -inf (NumPy 2, JAX)
     out = ew.convert_element_type(out, d)
+    if shape:
+        out = sh.moveaxis(out, 0, axis)
     return (out, step) if retstep else out
 
 

@@ -21,7 +21,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops.common import batch_size, float_operand, promote, short
 from mirax.ops.composite import composite
-from mirax.ops.elementwise import add, div
+from mirax.ops.elementwise import add, convert_element_type, div
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import moveaxis, pad, reshape, rev, slice, stack, transpose
 
@@ -230,9 +230,17 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                          rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
                          batch_group_count=1, precision=None, preferred_element_type=None):
     """lax.conv_general_dilated (no batch_group_count). dimension_numbers: None (NCHW,
-    OIHW, NCHW) or a triple of layout strings such as ('NHWC', 'HWIO', 'NHWC')."""
+    OIHW, NCHW) or a triple of layout strings such as ('NHWC', 'HWIO', 'NHWC').
+    preferred_element_type (a float dtype): the dtype the products accumulate in and the
+    result has (bf16 inputs with float32: float32 accumulation and output)."""
     op = "conv_general_dilated"
     lhs, rhs = promote(op, float_operand(lhs, op), float_operand(rhs, op))
+    if preferred_element_type is not None:
+        pref = dtypes.canonicalize(preferred_element_type)
+        if not dtypes.is_float(pref):
+            raise TypeError(f"{op}: preferred_element_type must be a float dtype, got "
+                            f"{np.dtype(pref).name}")
+        lhs, rhs = convert_element_type(lhs, pref), convert_element_type(rhs, pref)
     if batch_group_count != 1:
         raise NotImplementedError(f"{op}: batch_group_count is not supported")
     if dimension_numbers is not None:

@@ -160,3 +160,17 @@ def test_pool_second_order_and_vmap(pool):
     gl = lambda x: mx.grad(lambda x: (f(x) ** 2).sum())(x)  # noqa: E731
     np.testing.assert_allclose(np.asarray(mx.vmap(gl)(xs)),
                                np.stack([np.asarray(gl(a)) for a in xs]), rtol=1e-12)
+
+
+def test_preferred_element_type_accumulates_and_returns_that_dtype():
+    import ml_dtypes
+    from mirax import lax
+    r = np.random.default_rng(7)
+    x = r.normal(size=(1, 2, 6, 6)).astype(ml_dtypes.bfloat16)
+    w = r.normal(size=(3, 2, 3, 3)).astype(ml_dtypes.bfloat16)
+    y = lax.conv_general_dilated(x, w, (1, 1), "SAME", preferred_element_type=np.float32)
+    want = lax.conv_general_dilated(x.astype(np.float32), w.astype(np.float32), (1, 1), "SAME")
+    assert y.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(y), np.asarray(want))
+    with pytest.raises(TypeError, match="preferred_element_type must be a float dtype"):
+        lax.conv_general_dilated(x, w, (1, 1), "SAME", preferred_element_type=np.int32)

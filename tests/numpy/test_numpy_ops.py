@@ -380,3 +380,21 @@ def test_pad_computed_modes_differentiate_and_check_arguments():
         mnp.pad(mx.asarray(x), 1, mode="mean", end_values=1)
     with pytest.raises(ValueError, match="mode 'bogus' is not one of"):
         mnp.pad(mx.asarray(x), 1, mode="bogus")
+
+
+def test_linspace_array_endpoints_and_axis():
+    cases = [((np.zeros(2), np.array([1.0, 2.0]), 3), {}),
+             ((np.zeros((2, 1)), np.array([1.0, 2.0, 3.0]), 4), {"axis": 1}),
+             ((np.array([0.0, 1.0]), 5.0, 3), {"axis": -1, "endpoint": False}),
+             ((np.zeros(2), np.ones(2), 1), {}), ((0, 1, 5), {"axis": -1})]
+    for args, kw in cases:
+        got = np.asarray(mnp.linspace(*args, **kw))
+        want = np.linspace(*args, **kw)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    traced = mx.jit(lambda a: mnp.linspace(a, 2 * a, 5))(np.float32(1.5))
+    np.testing.assert_allclose(np.asarray(traced), np.linspace(1.5, 3.0, 5), rtol=1e-6)
+    with pytest.raises(ValueError, match="axis 1 is out of range"):
+        mnp.linspace(0.0, 1.0, 3, axis=1)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        mnp.linspace(np.zeros(2), np.ones(3), 4)
