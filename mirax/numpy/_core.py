@@ -214,7 +214,17 @@ def mean(a, axis=None, dtype=None, keepdims=False):
     return ew.div(s, float(n)) if n else ew.mul(s, float("nan"))
 
 
-def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
+def _ddof(ddof, correction, op):
+    """NumPy's ddof or the Array API's correction (the same number; one of them)."""
+    if correction is None:
+        return ddof
+    if ddof != 0:
+        raise ValueError(f"{op}: give ddof or correction, not both")
+    return correction
+
+
+def var(a, axis=None, dtype=None, ddof=0, keepdims=False, *, correction=None):
+    ddof = _ddof(ddof, correction, "var")
     a = operand(a, "var")
     axes = normalize_axes(axis, a.ndim, "var", a)
     n = int(np.prod([a.shape[i] for i in axes]))
@@ -224,10 +234,10 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False):
     return ew.div(s, float(builtins.max(n - ddof, 0)))
 
 
-def std(a, axis=None, dtype=None, ddof=0, keepdims=False):
+def std(a, axis=None, dtype=None, ddof=0, keepdims=False, *, correction=None):
     # where the variance is 0 the derivative is taken as 0 (as for norm at 0), not the
     # NaN of sqrt'(0) * 0: the select gives the untaken branch a strong-zero cotangent
-    v = var(a, axis, dtype, ddof, keepdims)
+    v = var(a, axis, dtype, _ddof(ddof, correction, "std"), keepdims)
     pos = ew.gt(v, 0)
     return ew.select(pos, ew.sqrt(ew.select(pos, v, ew.ones_like(v))), v)
 
@@ -306,14 +316,23 @@ def swapaxes(a, axis1, axis2):
     return sh.transpose(a, perm)
 
 
-def concatenate(arrays, axis=0):
+def _cast_all(arrays, dtype, op):
+    """The arrays, each cast to dtype when one is given (concatenate / stack's dtype=)."""
+    if dtype is None:
+        return list(arrays)
+    d = dtypes.canonicalize(dtype)
+    return [ew.convert_element_type(operand(a, op), d) for a in arrays]
+
+
+def concatenate(arrays, axis=0, dtype=None):
+    arrays = _cast_all(arrays, dtype, "concatenate")
     if axis is None:
         return sh.concatenate([ravel(a) for a in arrays], 0)
     return sh.concatenate(arrays, axis)
 
 
-def stack(arrays, axis=0):
-    return sh.stack(arrays, axis)
+def stack(arrays, axis=0, dtype=None):
+    return sh.stack(_cast_all(arrays, dtype, "stack"), axis)
 
 
 def atleast_1d(a):

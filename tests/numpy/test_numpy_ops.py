@@ -398,3 +398,18 @@ def test_linspace_array_endpoints_and_axis():
         mnp.linspace(0.0, 1.0, 3, axis=1)
     with pytest.raises(ValueError, match="do not broadcast"):
         mnp.linspace(np.zeros(2), np.ones(3), 4)
+
+
+def test_var_std_correction_and_concatenate_stack_dtype():
+    x = np.random.default_rng(4).normal(size=(4, 5))
+    np.testing.assert_allclose(np.asarray(mnp.var(x, axis=1, correction=1)),
+                               np.var(x, axis=1, ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(mnp.std(x, correction=1)), np.std(x, ddof=1),
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="not both"):
+        mnp.std(x, ddof=1, correction=1)
+    ints = [np.arange(2, dtype=np.int32), np.arange(3, dtype=np.int32)]
+    got = mnp.concatenate(ints, dtype=np.float32)
+    assert got.dtype == np.float32 and got.tolist() == [0, 1, 0, 1, 2]
+    assert mnp.concatenate([x, x], axis=None, dtype=np.float32).shape == (40,)
+    assert mnp.stack([np.ones(2), np.zeros(2)], dtype="int32").dtype == np.int32
