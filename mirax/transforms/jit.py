@@ -123,7 +123,7 @@ def _leaf_key(x):
 
 class Jitted:
     def __init__(self, f, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 cache_size=None):
+                 cache_size=None, donate_argnames=()):
         self.f = f
         self.__name__ = getattr(f, "__name__", "f")
         self.__doc__ = getattr(f, "__doc__", None)
@@ -139,6 +139,9 @@ class Jitted:
         for name in self.static_argnames:  # static names also fix their positions
             if name in self.params:
                 self.static_argnums += (self.params.index(name),)
+        for name in as_tuple(donate_argnames):  # donation (a hint) goes by position
+            if name in self.params:
+                self.donate_argnums += (self.params.index(name),)
         self.cache: OrderedDict = OrderedDict()
         self.maxsize = cache_size or DEFAULT_CACHE_SIZE
         self.hits = self.misses = self.evictions = 0
@@ -311,8 +314,11 @@ def _hashable(v, what):
     return v
 
 
-def jit(f=None, *, static_argnums=(), static_argnames=(), donate_argnums=(), cache_size=None):
+def jit(f=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
+        donate_argnames=(), cache_size=None):
     if f is None:
         return lambda g: jit(g, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, cache_size=cache_size)
-    return Jitted(f, static_argnums, static_argnames, donate_argnums, cache_size)
+                             donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                             cache_size=cache_size)
+    return Jitted(f, static_argnums, static_argnames, donate_argnums, cache_size,
+                  donate_argnames)

@@ -76,3 +76,13 @@ def test_jit_donation_leaves_non_donated_arguments_intact():
     yn = keep_y.copy()  # a NumPy argument is never overwritten, donated or not
     np.testing.assert_allclose(np.asarray(f(x, yn)), want, rtol=1e-6)
     np.testing.assert_array_equal(yn, keep_y)
+
+
+def test_jit_donate_argnames_name_positions():
+    x, y = f32(64), f32(64)
+    keep_y = np.asarray(y).copy()
+    f = mx.jit(lambda x, y: mnp.tanh(mnp.exp(x / 100) + y), donate_argnames="y")
+    g = mx.jit(lambda x, y: mnp.tanh(mnp.exp(x / 100) + y), donate_argnums=1)
+    assert f.donate_argnums == g.donate_argnums == (1,)
+    np.testing.assert_allclose(np.asarray(f(x, mx.asarray(keep_y))),
+                               np.tanh(np.exp(np.asarray(x) / 100) + keep_y), rtol=1e-6)
