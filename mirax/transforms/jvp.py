@@ -107,16 +107,17 @@ def jvp(f, primals, tangents, has_aux=False):
     return res
 
 
-def linearize(f, *primals):
-    """(f(*primals), f_jvp) where f_jvp(*tangents) is the jvp at primals.
+def linearize(f, *primals, has_aux=False):
+    """(f(*primals), f_jvp) where f_jvp(*tangents) is the jvp at primals; with has_aux, f
+    returns (out, aux) and so does this: (out, f_jvp, aux).
 
     NOTE: f_jvp re-runs the forward pass with tangents (JAX instead stages a linear
     graph once); the values are identical."""
-    out, _ = jvp(f, primals, tuple(_zeros_like_tree(p) for p in primals))
+    res = jvp(f, primals, tuple(_zeros_like_tree(p) for p in primals), has_aux=has_aux)
 
     def f_jvp(*tangents):
-        return jvp(f, primals, tangents)[1]
-    return out, f_jvp
+        return jvp(f, primals, tangents, has_aux=has_aux)[1]
+    return (res[0], f_jvp, res[2]) if has_aux else (res[0], f_jvp)
 
 
 def _zeros_like_tree(t):

@@ -194,3 +194,23 @@ def test_jacobians_with_aux(name):
     if name != "hessian":
         jac, _ = getattr(mx, name)(f, has_aux=True, chunk_size=2)(x)
         np.testing.assert_allclose(np.asarray(jac), want, rtol=1e-12, atol=1e-12)
+
+
+def test_linearize_matches_jvp_and_carries_aux():
+    x, t = np.array([0.3, -1.2, 2.0]), np.array([1.0, 0.5, -2.0])
+    out, f_jvp = mx.linearize(lambda x: mnp.sin(x) * x ** 3, x)
+    np.testing.assert_allclose(np.asarray(out), np.sin(x) * x ** 3, rtol=1e-12)
+    for tangent in (t, 2 * t):
+        np.testing.assert_allclose(np.asarray(f_jvp(tangent)), d1(x) * tangent, rtol=1e-12)
+    params = {"w": np.array([1.0, 2.0]), "b": np.array(0.5)}
+
+    def g(p, x):
+        y = mnp.sum(p["w"] * x) + p["b"]
+        return y ** 2, {"y": y}
+    xx = np.array([3.0, -1.0])
+    out, g_jvp, aux = mx.linearize(g, params, xx, has_aux=True)
+    y = 1.0 * 3.0 + 2.0 * -1.0 + 0.5
+    np.testing.assert_allclose(np.asarray(out), y ** 2)
+    np.testing.assert_allclose(np.asarray(aux["y"]), y)
+    dp = {"w": np.array([1.0, 0.0]), "b": np.array(1.0)}
+    np.testing.assert_allclose(np.asarray(g_jvp(dp, np.zeros(2))), 2 * y * (3.0 + 1.0))
