@@ -14,7 +14,8 @@ import functools
 
 from mirax.core import tree
 from mirax.ops.common import operand
-from mirax.transforms.custom import CustomPrimitive, FlatFn, _batch_size, _batched_fun, _is_float
+from mirax.transforms.custom import (CustomPrimitive, FlatFn, _batch_size, _batched_fun,
+                                     _is_float, named_positions)
 
 checkpoint_p = CustomPrimitive("checkpoint")
 
@@ -39,15 +40,17 @@ def _checkpoint_vmap(args, dims, *, fun, prevent_cse=True):
     return outs, [0] * len(outs)
 
 
-def checkpoint(f=None, *, prevent_cse: bool = True, policy=None, static_argnums=()):
+def checkpoint(f=None, *, prevent_cse: bool = True, policy=None, static_argnums=(),
+               static_argnames=()):
     """f, recomputed in the backward pass instead of storing its intermediates."""
     if f is None:
         return lambda g: checkpoint(g, prevent_cse=prevent_cse, policy=policy,
-                                    static_argnums=static_argnums)
+                                    static_argnums=static_argnums,
+                                    static_argnames=static_argnames)
     if policy is not None:
         raise NotImplementedError("checkpoint: only policy=None (save nothing) is implemented")
-    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else \
-        tuple(static_argnums)
+    static_argnums = ((static_argnums,) if isinstance(static_argnums, int) else
+                      tuple(static_argnums)) + named_positions(f, static_argnames, "checkpoint")
     fname = getattr(f, "__name__", "f")
 
     @functools.wraps(f)

@@ -228,6 +228,19 @@ def _custom_vjp_call_vmap(args, dims, *, fun, fwd, bwd, res=None):
 
 
 # --- the decorators ---------------------------------------------------------------------
+def named_positions(fun, names, what) -> tuple:
+    """The positions of fun's parameters named in `names` (JAX's *_argnames options)."""
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not names:
+        return ()
+    params = list(inspect.signature(fun).parameters)
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise ValueError(f"{what}: {', '.join(map(repr, missing))} is not a parameter of "
+                         f"{getattr(fun, '__name__', 'the function')}{tuple(params)}")
+    return tuple(params.index(n) for n in names)
+
+
 def _resolve_args(fun, name, args, kwargs) -> tuple:
     """kwargs bound to positions by fun's signature (JAX's resolve_kwargs)."""
     if not kwargs:
@@ -307,10 +320,11 @@ class _Call:
 class custom_jvp:
     """`@custom_jvp` then `@f.defjvp def f_jvp(*nondiff, primals, tangents)` (JAX)."""
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = tuple(nondiff_argnums) + named_positions(
+            fun, nondiff_argnames, "custom_jvp")
         self.jvp = None
 
     def defjvp(self, jvp):
@@ -354,10 +368,11 @@ class custom_vjp:
     """`@custom_vjp`, then `f.defvjp(fwd, bwd)`: fwd(*args) -> (out, residuals);
     bwd(*nondiff, residuals, ct_out) -> one cotangent per differentiable argument (JAX)."""
 
-    def __init__(self, fun, nondiff_argnums=()):
+    def __init__(self, fun, nondiff_argnums=(), nondiff_argnames=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = tuple(nondiff_argnums) + named_positions(
+            fun, nondiff_argnames, "custom_vjp")
         self.fwd = self.bwd = None
 
     def defvjp(self, fwd, bwd):

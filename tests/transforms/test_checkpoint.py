@@ -1,5 +1,6 @@
 """checkpoint / remat: same values and derivatives, fewer entries on the outer tape."""
 import numpy as np
+import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
@@ -63,3 +64,17 @@ def test_static_argnums_and_pytrees():
     np.testing.assert_allclose(got["w"], ref["w"], rtol=1e-6)
     np.testing.assert_allclose(got["x"], ref["x"], rtol=1e-6)
     assert "checkpoint" in str(mx.make_graph(lambda p: g(p, 2)["y"])(p))
+
+
+def test_static_argnames():
+    def f(p, n):
+        y = p
+        for _ in range(n):
+            y = mnp.tanh(y)
+        return y
+    g = mx.checkpoint(f, static_argnames="n")
+    x = mnp.asarray(0.7)
+    np.testing.assert_allclose(mx.grad(lambda x: g(x, 3))(x), mx.grad(lambda x: f(x, 3))(x),
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="'m' is not a parameter"):
+        mx.checkpoint(f, static_argnames="m")

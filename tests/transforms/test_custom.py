@@ -208,3 +208,25 @@ def test_stop_gradient_every_mode_and_pytree():
     assert t["n"].dtype == mnp.int32
     _, bwd = vjp_flat(lambda x: [mx.stop_gradient(x)], [mnp.ones(2)])
     np.testing.assert_array_equal(bwd([mnp.ones(2)])[0], [0, 0])
+
+
+def test_nondiff_argnames_name_positions():
+    from functools import partial
+
+    @partial(mx.custom_vjp, nondiff_argnames=("k",))
+    def scale(x, k):
+        return x * k
+
+    scale.defvjp(lambda x, k: (x * k, mnp.cos(x)), lambda k, res, g: (g * res * k,))
+    assert scale.nondiff_argnums == (1,)
+    g = mx.grad(lambda x: scale(x, 2))(0.5)
+    assert float(g) == pytest.approx(2 * np.cos(0.5))
+
+    @partial(mx.custom_jvp, nondiff_argnames="fn")
+    def app(fn, x):
+        return fn(x)
+
+    app.defjvp(lambda fn, p, t: (app(fn, *p), 3.0 * t[0]))
+    assert float(mx.grad(lambda x: app(mnp.sin, x))(1.0)) == 3.0
+    with pytest.raises(ValueError, match="'q' is not a parameter"):
+        mx.custom_vjp(lambda x, k: x, nondiff_argnames=("q",))
