@@ -9,7 +9,8 @@ from mirax.ops.elementwise import (  # noqa: F401
     abs, acos, acosh, add, asin, asinh, atan, atan2, atanh, cbrt, ceil, convert_element_type,
     cos, cosh, digamma, div, eq, erf, erf_inv, erfc, exp, expm1, floor, ge, gt, is_finite, le,
     lgamma, log, log1p, logistic, lt, max, min, mul, ne, neg, nextafter, pow, reciprocal, rem,
-    round, rsqrt, select, sign, sin, sinh, sqrt, sub, tan, tanh)
+    RoundingMethod, rsqrt, select, sign, sin, sinh, sqrt, sub, tan, tanh)
+from mirax.ops.elementwise import lax_round as round  # noqa: F401  (ties away from zero)
 from mirax.ops.reduction import (  # noqa: F401
     argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum)
 from mirax.ops.shape import (  # noqa: F401

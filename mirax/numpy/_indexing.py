@@ -273,7 +273,8 @@ def _basic(plan):
     if dyn:
         zero = Array(np.zeros((), np.int32))
         st = [plan.info[a][1] if a in dyn else zero for a in range(y.ndim)]
-        y = ix.dynamic_slice(y, st, [1 if a in dyn else n for a, n in enumerate(y.shape)])
+        y = ix.dynamic_slice(y, st, [1 if a in dyn else n for a, n in enumerate(y.shape)],
+                             allow_negative_indices=False)   # wrapped once in _parse
     return y
 
 
@@ -392,7 +393,7 @@ def _update(x, idx, values, op, mode=None):
         v = sh.reshape(v, region.shape)
         starts = [plan.info[a][1] if a in plan.info else 0 for a in range(x.ndim)]
         new = _COMBINE[op](region, v)
-        out = ix.dynamic_update_slice(plan.x, new, starts)
+        out = ix.dynamic_update_slice(plan.x, new, starts, allow_negative_indices=False)
     else:
         out = _scatter_update(plan, v, op, name, "clip" if mode == "clip" else "drop")
     return sh.reshape(out, plan.orig_shape) if out.shape != plan.orig_shape else out

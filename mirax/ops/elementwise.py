@@ -12,6 +12,8 @@ sqrt(x), 0)` has a finite gradient at 0. Ops whose derivative is finite need no 
 """
 from __future__ import annotations
 
+import enum
+
 import builtins
 import math
 
@@ -502,6 +504,26 @@ def _unary_wrapper(p):
 
 neg, sign, floor, ceil, round, trunc, abs = map(
     _unary_wrapper, (neg_p, sign_p, floor_p, ceil_p, round_p, trunc_p, abs_p))
+
+
+class RoundingMethod(enum.IntEnum):
+    """lax.round's tie rule (JAX's names and values)."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def lax_round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
+    """lax.round: ties away from zero by default, as JAX (mnp.round: to even, as NumPy).
+    Away from zero is trunc(x) moved one step out where |x - trunc(x)| >= 1/2; x - trunc(x)
+    is exact, so large values (already integers) are never moved."""
+    if rounding_method == RoundingMethod.TO_NEAREST_EVEN:
+        return round(x)
+    if rounding_method != RoundingMethod.AWAY_FROM_ZERO:
+        raise ValueError(f"round: rounding_method must be a RoundingMethod (0 or 1), got "
+                         f"{rounding_method!r}")
+    x = float_operand(x, "round")
+    t = trunc(x)
+    return select(ge(abs(sub(x, t)), 0.5), add(t, sign(x)), t)
 exp, exp2, expm1, log, log1p, sqrt, rsqrt, cbrt = map(
     _unary_wrapper, (exp_p, exp2_p, expm1_p, log_p, log1p_p, sqrt_p, rsqrt_p, cbrt_p))
 tanh, logistic, sin, cos, tan, asin, acos, atan = map(

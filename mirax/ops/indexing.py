@@ -48,14 +48,21 @@ def _to_front(x, d, size):
     return move_bdim(x, d, 0, size)
 
 
-def _start_operands(starts, op):
+def _start_operands(starts, op, shape=None):
+    """int32 scalar operands of the start indices; given the operand's shape, a negative
+    start counts from the end (JAX's allow_negative_indices), before the clamping."""
     out = []
-    for s in starts:
+    for d, s in enumerate(starts):
+        if shape is not None and isinstance(s, (int, np.integer)) and s < 0:
+            s = int(s) + shape[d]
         s = operand(s, op)
         if s.shape != () or not dtypes.is_int(s.dtype):
             raise TypeError(f"{op}: start indices must be integer scalars, got {short(s)}")
-        out.append(s if s.dtype == dtypes.int32 and not s.weak_type
-                   else ew.convert_element_type(s, dtypes.int32))
+        s = s if s.dtype == dtypes.int32 and not s.weak_type \
+            else ew.convert_element_type(s, dtypes.int32)
+        if shape is not None and not isinstance(starts[d], (int, np.integer)):
+            s = ew.select(ew.lt(s, 0), ew.add(s, shape[d]), s)
+        out.append(s)
     return out
 
 
@@ -87,15 +94,17 @@ def _with_batch_index(idx, size):
 dynamic_slice_p = Primitive("dynamic_slice")
 
 
-def dynamic_slice(x, start_indices, slice_sizes):
-    """lax.dynamic_slice: x[s0:s0+k0, ...] with traced starts, clamped so the window fits."""
+def dynamic_slice(x, start_indices, slice_sizes, *, allow_negative_indices=True):
+    """lax.dynamic_slice: x[s0:s0+k0, ...] with traced starts, clamped so the window fits;
+    a negative start counts from the end first (allow_negative_indices, as JAX)."""
     x = operand(x, "dynamic_slice")
     sizes = tuple(int(k) for k in slice_sizes)
     if len(start_indices) != x.ndim or len(sizes) != x.ndim or any(
             not 0 <= k <= n for k, n in zip(sizes, x.shape)):
         raise ValueError(f"dynamic_slice: {len(start_indices)} start indices and slice sizes "
                          f"{list(sizes)} do not fit {short(x)}")
-    starts = _start_operands(start_indices, "dynamic_slice")
+    starts = _start_operands(start_indices, "dynamic_slice",
+                             x.shape if allow_negative_indices else None)
     return dynamic_slice_p.bind(x, *starts, slice_sizes=sizes)
 
 
@@ -143,17 +152,17 @@ def _dynamic_slice_vmap(args, dims, *, slice_sizes):
     return gather(x, _with_batch_index(idx, size), tuple(range(len(shape) + 1))), 0
 
 
-def dynamic_slice_in_dim(x, start_index, slice_size, axis=0):
+def dynamic_slice_in_dim(x, start_index, slice_size, axis=0, *, allow_negative_indices=True):
     x = operand(x, "dynamic_slice_in_dim")
     starts = [0] * x.ndim
     starts[axis] = start_index
     sizes = list(x.shape)
     sizes[axis] = slice_size
-    return dynamic_slice(x, starts, sizes)
+    return dynamic_slice(x, starts, sizes, allow_negative_indices=allow_negative_indices)
 
 
-def dynamic_index_in_dim(x, index, axis=0, keepdims=True):
-    out = dynamic_slice_in_dim(x, index, 1, axis)
+def dynamic_index_in_dim(x, index, axis=0, keepdims=True, *, allow_negative_indices=True):
+    out = dynamic_slice_in_dim(x, index, 1, axis, allow_negative_indices=allow_negative_indices)
     return out if keepdims else reshape(out, out.shape[:axis] + out.shape[axis + 1:])
 
 
@@ -161,14 +170,16 @@ def dynamic_index_in_dim(x, index, axis=0, keepdims=True):
 dynamic_update_slice_p = Primitive("dynamic_update_slice")
 
 
-def dynamic_update_slice(x, update, start_indices):
-    """lax.dynamic_update_slice: x with the window at (clamped) start_indices = update."""
+def dynamic_update_slice(x, update, start_indices, *, allow_negative_indices=True):
+    """lax.dynamic_update_slice: x with the window at (clamped) start_indices = update; a
+    negative start counts from the end first (allow_negative_indices, as JAX)."""
     from mirax.ops.common import promote
     x, update = promote("dynamic_update_slice", operand(x, "dynamic_update_slice"), update)
     if len(start_indices) != x.ndim:
         raise ValueError(f"dynamic_update_slice: {len(start_indices)} start indices for "
                          f"{short(x)}")
-    starts = _start_operands(start_indices, "dynamic_update_slice")
+    starts = _start_operands(start_indices, "dynamic_update_slice",
+                             x.shape if allow_negative_indices else None)
     return dynamic_update_slice_p.bind(x, update, *starts)
 
 
@@ -222,11 +233,12 @@ def _dynamic_update_slice_vmap(args, dims):
     return scatter(x, idx, u, tuple(range(len(shape) + 1))), 0
 
 
-def dynamic_update_slice_in_dim(x, update, start_index, axis=0):
+def dynamic_update_slice_in_dim(x, update, start_index, axis=0, *,
+                                allow_negative_indices=True):
     x = operand(x, "dynamic_update_slice_in_dim")
     starts = [0] * x.ndim
     starts[axis] = start_index
-    return dynamic_update_slice(x, update, starts)
+    return dynamic_update_slice(x, update, starts, allow_negative_indices=allow_negative_indices)
 
 
 def dynamic_update_index_in_dim(x, update, index, axis=0):

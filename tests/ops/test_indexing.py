@@ -337,7 +337,8 @@ def test_dynamic_slice_values_and_grad():
     x = RNG.standard_normal((5, 6))
     for s in [(1, 2), (4, 5), (-3, 0)]:
         got = ix.dynamic_slice(mx.asarray(x), s, (2, 3))
-        a, b = (min(max(v, 0), n - k) for v, n, k in zip(s, x.shape, (2, 3)))
+        a, b = (min(max(v + n if v < 0 else v, 0), n - k)    # wrap once, then clamp
+                for v, n, k in zip(s, x.shape, (2, 3)))
         np.testing.assert_array_equal(np.asarray(got), x[a:a + 2, b:b + 3])
     w = RNG.standard_normal((2, 3))
     check_grad(lambda t: mnp.sum(ix.dynamic_slice(t, (4, 1), (2, 3)) ** 2 * w), x)
@@ -555,3 +556,39 @@ def test_at_get_fill_mode():
     np.testing.assert_array_equal(np.asarray(g), [[0, 2, 4, 6], [0] * 4, [0] * 4])
     with pytest.raises(ValueError, match="mode must be one of"):
         x.at[0].get(mode="wrap")
+
+
+def test_lax_dynamic_slices_count_negative_starts_from_the_end():
+    """JAX's allow_negative_indices (default True): a negative start wraps once, then the
+    window is clamped."""
+    y = np.arange(10.0, dtype=np.float32)
+    sl = mx.lax.dynamic_slice
+    assert np.asarray(sl(y, (-3,), (2,))).tolist() == [7, 8]
+    assert np.asarray(sl(y, (-1,), (3,))).tolist() == [7, 8, 9]        # clamped after
+    assert np.asarray(sl(y, (-30,), (2,))).tolist() == [0, 1]
+    traced = mx.jit(lambda y, i: sl(y, (i,), (2,)))
+    assert np.asarray(traced(y, -3)).tolist() == [7, 8]
+    assert np.asarray(traced(y, 4)).tolist() == [4, 5]
+    assert np.asarray(sl(y, (-3,), (2,), allow_negative_indices=False)).tolist() == [0, 1]
+    assert np.asarray(mx.lax.dynamic_slice_in_dim(y, -2, 2)).tolist() == [8, 9]
+    upd = mx.lax.dynamic_update_slice(y, np.ones(2, np.float32), (-3,))
+    assert np.asarray(upd).tolist() == [0, 1, 2, 3, 4, 5, 6, 1, 1, 9]
+    upd = mx.jit(lambda y, i: mx.lax.dynamic_update_slice_in_dim(y, np.ones(2, np.float32),
+                                                                 i))(y, -1)
+    assert np.asarray(upd).tolist() == [0, 1, 2, 3, 4, 5, 6, 7, 1, 1]
+    # mnp indexing wraps a traced index once, then clamps (x[-30] reads x[0])
+    assert float(mx.jit(lambda y, i: y[i])(y, -30)) == 0.0
+    assert float(mx.jit(lambda y, i: y[i])(y, -2)) == 8.0
+
+
+def test_lax_round_ties_away_from_zero_by_default():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 2.4999998, 8388609.0, -0.3], np.float32)
+    away = np.asarray(mx.lax.round(x))
+    np.testing.assert_array_equal(away, [1, 2, 3, -1, -3, 2, 8388609, -0.0])
+    assert np.signbit(away[-1])
+    even = mx.lax.round(x, mx.lax.RoundingMethod.TO_NEAREST_EVEN)
+    np.testing.assert_array_equal(np.asarray(even), np.round(x))
+    np.testing.assert_array_equal(np.asarray(mnp.round(x)), np.round(x))   # NumPy's rule
+    assert float(mx.grad(lambda v: mx.lax.round(v * 3.0))(0.7)) == 0.0
+    with pytest.raises(ValueError, match="rounding_method"):
+        mx.lax.round(x, 2)
