@@ -20,7 +20,8 @@ import numpy as np
 
 from mirax.core import dtypes
 from mirax.ops import special_impl
-from mirax.ops.common import float_operand, normalize_axes, operand, promote, short
+from mirax.ops.common import (float_operand, normalize_axes, normalize_axis, operand, promote,
+                               short)
 from mirax.ops.composite import batch_front, cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
     abs, add, convert_element_type, div, eq, erf, exp, expm1, ge, gt, is_finite, log, log1p,
@@ -161,14 +162,18 @@ def logsumexp(x, axis=None, keepdims=False):
 
 
 # --- one_hot ------------------------------------------------------------------------------
-def one_hot(labels, num_classes, dtype=dtypes.float32):
-    """one_hot(labels [...], C) -> [..., C]; labels out of [0, C) give a zero row."""
+def one_hot(labels, num_classes, dtype=dtypes.float32, *, axis=-1):
+    """one_hot(labels [...], C) -> [..., C] (the class axis at `axis` of the result);
+    labels out of [0, C) give a zero row."""
     labels = operand(labels, "one_hot")
     if not dtypes.is_int(labels.dtype):
         raise TypeError(f"one_hot: labels must be integers, got {short(labels)}")
-    shape = tuple(labels.shape) + (int(num_classes),)
-    hit = eq(broadcast_in_dim(labels, shape, tuple(range(labels.ndim))),
-             iota(labels.dtype, shape, len(shape) - 1))
+    axis = normalize_axis(axis, labels.ndim + 1, "one_hot")
+    shape = list(labels.shape)
+    shape.insert(axis, int(num_classes))
+    hit = eq(broadcast_in_dim(labels, tuple(shape),
+                              tuple(d for d in range(len(shape)) if d != axis)),
+             iota(labels.dtype, tuple(shape), axis))
     return convert_element_type(hit, dtype)
 
 

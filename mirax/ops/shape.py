@@ -102,8 +102,11 @@ def full(shape, fill_value, dtype=None, weak_type=False):
 reshape_p = Primitive("reshape", keeps_weak=True)
 
 
-def reshape(x, new_sizes):
+def reshape(x, new_sizes, dimensions=None):
+    """lax.reshape; `dimensions` transposes x first (row-major order of that permutation)."""
     x = operand(x, "reshape")
+    if dimensions is not None:
+        x = transpose(x, tuple(dimensions))
     if isinstance(new_sizes, (int, np.integer)):
         new_sizes = (new_sizes,)
     new_sizes = tuple(int(d) for d in new_sizes)

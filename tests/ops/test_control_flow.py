@@ -457,3 +457,28 @@ def test_long_scan_10000_compiles_fast():
     print(f"\nscan 10000 grad under jit: first call {first:.2f} s, steady {steady:.2f} s")
     assert first < 30.0
     assert np.all(np.isfinite(np.asarray(out)))
+
+
+def test_map_batch_size_chunks_with_a_remainder():
+    xs = {"a": np.arange(10.0), "b": np.arange(20.0).reshape(10, 2)}
+    f = lambda d: d["a"] * 2 + mnp.sum(d["b"])  # noqa: E731
+    want = np.arange(10.0) * 2 + np.arange(20.0).reshape(10, 2).sum(1)   # per element
+    for bs in (None, 1, 3, 5, 10, 20):
+        np.testing.assert_allclose(np.asarray(mx.lax.map(f, xs, batch_size=bs)), want)
+    jitted = mx.jit(lambda xs: mx.lax.map(f, xs, batch_size=3))(xs)
+    np.testing.assert_allclose(np.asarray(jitted), want)
+    t = np.arange(10.0)
+    g = mx.grad(lambda a: mnp.sum(mx.lax.map(lambda v: mnp.sin(v) * v, a, batch_size=4)))(t)
+    np.testing.assert_allclose(np.asarray(g), np.cos(t) * t + np.sin(t), rtol=1e-12)
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        mx.lax.map(f, xs, batch_size=0)
+
+
+def test_lax_reshape_dimensions_and_one_hot_axis():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    got = mx.lax.reshape(x, (4, 6), (2, 0, 1))
+    np.testing.assert_array_equal(np.asarray(got), np.transpose(x, (2, 0, 1)).reshape(4, 6))
+    labels = np.array([[0, 2], [1, 5]])
+    for axis in (-1, 0, 1):
+        want = np.moveaxis(np.eye(3)[labels.clip(0, 2)] * (labels < 3)[..., None], -1, axis)
+        np.testing.assert_array_equal(np.asarray(mx.nn.one_hot(labels, 3, axis=axis)), want)
