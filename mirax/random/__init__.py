@@ -5,7 +5,8 @@ eagerly, under jit and under vmap on any backend, and the same key gives the sam
 all three. A key is a plain uint32[2] array; it is never mutated: `split` and `fold_in` derive
 new keys. The bit streams follow JAX's default ("partitionable") threefry layout, so for the
 same seed `uniform`, `normal`, `split`, `fold_in`, `bernoulli`, `randint` and `permutation`
-give JAX's numbers (tests check it when JAX is installed).
+give JAX's numbers, and so do `gumbel`, `categorical`, `exponential`, `laplace` and
+`choice`, built the way JAX builds them (tests check it when JAX is installed).
 
     key = mx.random.key(0)
     k1, k2 = mx.random.split(key)
@@ -25,8 +26,9 @@ from mirax.ops.creation import asarray
 from mirax.ops.sort import sort
 
 __all__ = [
-    "bernoulli", "bits", "categorical", "fold_in", "gumbel", "key", "normal", "permutation",
-    "PRNGKey", "randint", "split", "threefry2x32", "truncated_normal", "uniform",
+    "bernoulli", "bits", "categorical", "choice", "exponential", "fold_in", "gumbel", "key",
+    "laplace", "normal", "permutation", "PRNGKey", "randint", "split", "threefry2x32",
+    "truncated_normal", "uniform",
 ]
 
 _U32 = dtypes.uint32
@@ -212,6 +214,21 @@ def gumbel(key, shape=(), dtype=None):
     return ew.neg(ew.log(ew.neg(ew.log(u))))
 
 
+def exponential(key, shape=(), dtype=None):
+    """Standard exponential samples, -log(1 - u)."""
+    key = _check_key(key, "random.exponential")
+    shape, dtype = _shape(shape, "random.exponential"), _float_dtype(dtype, "random.exponential")
+    return ew.neg(ew.log1p(ew.neg(uniform(key, shape, dtype))))
+
+
+def laplace(key, shape=(), dtype=None):
+    """Standard Laplace samples, sign(u) log(1 - |u|) for u uniform in (-1, 1)."""
+    key = _check_key(key, "random.laplace")
+    shape, dtype = _shape(shape, "random.laplace"), _float_dtype(dtype, "random.laplace")
+    u = uniform(key, shape, dtype, -1.0 + float(dtypes.finfo(dtype).epsneg), 1.0)
+    return ew.mul(ew.sign(u), ew.log1p(ew.neg(ew.abs(u))))
+
+
 # --- discrete samplers ---------------------------------------------------------------------
 def bernoulli(key, p=0.5, shape=None):
     """Booleans that are True with probability p (uniform(key) < p)."""
@@ -303,3 +320,51 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
     perm = _shuffle(key, sh.iota(dtypes.default_int, (x.shape[axis],)), 0)
     from mirax.numpy import take
     return take(x, perm, axis=axis)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """Samples from range(a) (a an int) or from a's entries along `axis`: uniform or with
+    probabilities p, with or without replacement (JAX's construction: randint or a
+    permutation; with p, inverse-CDF search or Gumbel top-k)."""
+    import mirax.numpy as mnp
+    op = "random.choice"
+    key = _check_key(key, op)
+    shape = _shape(shape, op)
+    scalar = isinstance(a, (int, np.integer))
+    arr = None if scalar else operand(a, op)
+    if arr is not None and arr.ndim == 0:
+        raise ValueError(f"{op}: a must be an int or an array with ndim >= 1, got {short(arr)}")
+    axis = 0 if scalar else axis % arr.ndim
+    n = int(a) if scalar else arr.shape[axis]
+    draws = math.prod(shape)
+    if draws and n <= 0:
+        raise ValueError(f"{op}: a must be greater than 0 unless no samples are taken")
+    if not replace and draws > n:
+        raise ValueError(f"{op}: cannot take {draws} samples from {n} without replacement")
+    if p is None:
+        if replace:
+            ind = randint(key, shape, 0, n)
+        else:
+            pool = permutation(key, n if scalar else arr, axis)
+            out = sh.slice_in_dim(pool, 0, draws, axis=axis)
+            return sh.reshape(out, shape if scalar else
+                              arr.shape[:axis] + shape + arr.shape[axis + 1:])
+    else:
+        p = operand(p, op)
+        if p.dtype not in dtypes.FLOATS:
+            p = ew.convert_element_type(p, dtypes.default_float)
+        if tuple(p.shape) != (n,):
+            raise ValueError(f"{op}: p must be a vector of the {n} choices, got {short(p)}")
+        if replace:
+            cdf = mnp.cumsum(p)
+            r = ew.mul(mnp.take(cdf, -1), ew.sub(1.0, uniform(key, shape, p.dtype)))
+            ind = mnp.searchsorted(cdf, r)
+        else:   # Gumbel top-k: the draws largest of log p + Gumbel noise, in order
+            g = ew.add(gumbel(key, (n,), p.dtype), ew.log(p))
+            ind = sh.reshape(sh.slice_in_dim(mnp.argsort(g, descending=True), 0, draws),
+                             shape)
+    ind = ew.convert_element_type(ind, dtypes.default_int)
+    if scalar:
+        return ind
+    out = mnp.take(arr, sh.reshape(ind, (draws,)), axis=axis)
+    return sh.reshape(out, arr.shape[:axis] + shape + arr.shape[axis + 1:])

@@ -22,6 +22,10 @@ SAMPLERS = {
     "fold_in": lambda k: mr.fold_in(k, 17),
     "bits": lambda k: mr.bits(k, (5,)),
     "gumbel": lambda k: mr.gumbel(k, (4,)),
+    "exponential": lambda k: mr.exponential(k, (5,)),
+    "laplace": lambda k: mr.laplace(k, (5,)),
+    "choice": lambda k: mr.choice(k, 10, (2, 2), replace=False),
+    "choice_p": lambda k: mr.choice(k, mnp.arange(8.0), (5,), p=mnp.arange(1.0, 9.0) / 36),
 }
 
 
@@ -116,3 +120,25 @@ def test_bits_match_jax():
     # erf_inv differs from XLA's in the last bits
     np.testing.assert_allclose(np.asarray(mr.normal(k, (50,))), np.asarray(jr.normal(jk, (50,))),
                                rtol=1e-5, atol=1e-6)
+
+
+def test_exponential_laplace_choice_match_jax():
+    jax = pytest.importorskip("jax")
+    jr = jax.random
+    k, jk = mr.key(3), jr.PRNGKey(3)
+    for name in ("exponential", "laplace"):
+        np.testing.assert_allclose(np.asarray(getattr(mr, name)(k, (40,))),
+                                   np.asarray(getattr(jr, name)(jk, (40,))), rtol=1e-6)
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    p = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
+    cases = [(10, (4,), {}), (10, (2, 2), {"replace": False}), (x, (2,), {"axis": 1}),
+             (x, (2, 1), {"replace": False}), (4, (8,), {"p": p}),
+             (4, (3,), {"replace": False, "p": p}),
+             (x, (2, 2), {"p": np.array([0.5, 0.2, 0.3], np.float32)})]
+    for a, shape, kw in cases:
+        np.testing.assert_array_equal(np.asarray(mr.choice(k, a, shape, **kw)),
+                                      np.asarray(jr.choice(jk, a, shape, **kw)))
+    with pytest.raises(ValueError, match="without replacement"):
+        mr.choice(k, 3, (4,), replace=False)
+    with pytest.raises(ValueError, match="p must be a vector"):
+        mr.choice(k, 3, (2,), p=np.ones(4) / 4)
