@@ -12,9 +12,8 @@ sqrt(x), 0)` has a finite gradient at 0. Ops whose derivative is finite need no 
 """
 from __future__ import annotations
 
-import enum
-
 import builtins
+import enum
 import math
 
 import numpy as np
@@ -524,6 +523,8 @@ def lax_round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
     x = float_operand(x, "round")
     t = trunc(x)
     return select(ge(abs(sub(x, t)), 0.5), add(t, sign(x)), t)
+
+
 exp, exp2, expm1, log, log1p, sqrt, rsqrt, cbrt = map(
     _unary_wrapper, (exp_p, exp2_p, expm1_p, log_p, log1p_p, sqrt_p, rsqrt_p, cbrt_p))
 tanh, logistic, sin, cos, tan, asin, acos, atan = map(
