@@ -154,11 +154,32 @@ logsumexp_p = composite("logsumexp", _logsumexp_body, impl=_logsumexp_impl,
                         bwd_impl=_logsumexp_bwd_impl, vmap=batch_front, bwd_vmap=batch_front)
 
 
-def logsumexp(x, axis=None, keepdims=False):
+def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False):
+    """log(sum(b * exp(x))) over axis, stably. With return_sign, b may be negative and the
+    result is (log|sum|, sign(sum)) (scipy / jax.nn)."""
     x = float_operand(x, "logsumexp")
+    b = None if b is None else float_operand(b, "logsumexp")
+    if return_sign:
+        return _logsumexp_signed(x, _pos(_neg_axes(axis, x, "logsumexp"), x.ndim), b,
+                                 keepdims)
+    if b is not None:
+        x = add(x, log(b))  # log(b e^x) = x + log b; b = 0 gives -inf (a zero term)
     if x.ndim == 0:
         return x
     return logsumexp_p.bind(x, axes=_neg_axes(axis, x, "logsumexp"), keepdims=bool(keepdims))
+
+
+def _logsumexp_signed(x, axes, b, keepdims):
+    from mirax.ops.elementwise import sign
+    from mirax.transforms.custom import stop_gradient
+    m = stop_gradient(_safe_max(x, axes))     # all -inf: the sum is 0, its log -inf
+    e = exp(sub(x, _back(m, x.shape, axes)))
+    total = reduce_sum(e if b is None else mul(e, b), axes)
+    out, sgn = add(log(abs(total)), m), sign(total)
+    if keepdims:
+        kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
+        out, sgn = reshape(out, kept), reshape(sgn, kept)
+    return out, sgn
 
 
 # --- one_hot ------------------------------------------------------------------------------

@@ -8,30 +8,9 @@ from mirax.ops.nn import logsumexp as _logsumexp
 
 
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """log(sum(b * exp(a))) over axis, computed stably. With return_sign=True, b may be
-    negative: it returns (log|sum|, sign(sum)), as scipy."""
-    a = float_operand(a, "logsumexp")
-    if return_sign:
-        return _logsumexp_signed(a, axis, b, keepdims)
-    if b is not None:
-        b = float_operand(b, "logsumexp")
-        a = el.add(a, el.log(b))  # log(b e^a) = a + log b; b = 0 gives -inf (a zero term)
-    return _logsumexp(a, axis=axis, keepdims=keepdims)
-
-
-def _logsumexp_signed(a, axis, b, keepdims):
-    import mirax.numpy as mnp
-    from mirax.transforms.custom import stop_gradient
-    m = mnp.max(a, axis=axis, keepdims=True)
-    m = stop_gradient(mnp.where(mnp.isfinite(m), m, 0.0))   # all -inf: sum 0, log -inf
-    e = mnp.exp(a - m)
-    total = mnp.sum(e if b is None else e * b, axis=axis, keepdims=True)
-    out = mnp.log(mnp.abs(total)) + m
-    sign = mnp.sign(total)
-    if not keepdims:
-        out = mnp.squeeze(out, axis=axis)
-        sign = mnp.squeeze(sign, axis=axis)
-    return out, sign
+    """log(sum(b * exp(a))) over axis, computed stably; with return_sign=True, b may be
+    negative and the result is (log|sum|, sign(sum)), as scipy."""
+    return _logsumexp(a, axis=axis, keepdims=keepdims, b=b, return_sign=return_sign)
 
 
 def erf(x):

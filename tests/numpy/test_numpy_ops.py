@@ -413,3 +413,15 @@ def test_var_std_correction_and_concatenate_stack_dtype():
     assert got.dtype == np.float32 and got.tolist() == [0, 1, 0, 1, 2]
     assert mnp.concatenate([x, x], axis=None, dtype=np.float32).shape == (40,)
     assert mnp.stack([np.ones(2), np.zeros(2)], dtype="int32").dtype == np.int32
+
+
+def test_nn_logsumexp_takes_b_and_return_sign():
+    x = np.random.default_rng(5).normal(size=(3, 4))
+    b = np.random.default_rng(6).normal(size=(3, 4))
+    s = (b * np.exp(x)).sum(1)
+    out, sign = mx.nn.logsumexp(x, axis=1, b=b, return_sign=True)
+    np.testing.assert_allclose(np.asarray(out), np.log(np.abs(s)), rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(sign), np.sign(s))
+    got = mx.nn.logsumexp(x, axis=1, keepdims=True, b=np.abs(b))
+    np.testing.assert_allclose(np.asarray(got), np.log((np.abs(b) * np.exp(x)).sum(1,
+                                                                                  keepdims=True)))
