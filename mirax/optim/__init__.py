@@ -22,10 +22,11 @@ from mirax.optim.schedules import (  # noqa: F401
     warmup_cosine_decay_schedule)
 
 __all__ = [
-    "GradientTransformation", "adam", "adamw", "add_decayed_weights", "apply_updates", "chain",
-    "clip_by_global_norm", "constant_schedule", "cosine_decay_schedule", "exponential_decay",
-    "global_norm", "linear_schedule", "momentum", "rmsprop", "scale", "scale_by_adam",
-    "scale_by_learning_rate", "scale_by_rms", "sgd", "trace", "warmup_cosine_decay_schedule",
+    "GradientTransformation", "adagrad", "adam", "adamw", "add_decayed_weights",
+    "apply_updates", "chain", "clip_by_global_norm", "constant_schedule",
+    "cosine_decay_schedule", "exponential_decay", "global_norm", "linear_schedule", "lion",
+    "momentum", "rmsprop", "scale", "scale_by_adam", "scale_by_learning_rate", "scale_by_lion",
+    "scale_by_rms", "scale_by_rss", "sgd", "trace", "warmup_cosine_decay_schedule",
 ]
 
 
@@ -50,6 +51,15 @@ class ScaleByAdamState(NamedTuple):
     count: Any
     mu: Any
     nu: Any
+
+
+class ScaleByRssState(NamedTuple):
+    sum_of_squares: Any
+
+
+class ScaleByLionState(NamedTuple):
+    count: Any
+    mu: Any
 
 
 class ScaleByRmsState(NamedTuple):
@@ -181,6 +191,29 @@ def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False
     return GradientTransformation(init, update)
 
 
+def scale_by_rss(initial_accumulator_value=0.1, eps=1e-7) -> GradientTransformation:
+    """Adagrad's direction: g / sqrt(sum of all g^2 so far + eps) (0 where the sum is 0)."""
+    def init(params):
+        return ScaleByRssState(tree.map(
+            lambda p: mnp.full_like(p, initial_accumulator_value), params))
+
+    def update(updates, state, params=None):
+        ss = tree.map(lambda g, t: mnp.square(g) + t, updates, state.sum_of_squares)
+        out = tree.map(lambda g, t: mnp.where(t > 0, g / mnp.sqrt(t + eps), 0.0), updates, ss)
+        return out, ScaleByRssState(ss)
+    return GradientTransformation(init, update)
+
+
+def scale_by_lion(b1=0.9, b2=0.99) -> GradientTransformation:
+    """Lion's direction: sign((1 - b1) g + b1 m), then m <- b2 m + (1 - b2) g."""
+    def update(updates, state, params=None):
+        out = tree.map(lambda g, m: mnp.sign((1 - b1) * g + b1 * m), updates, state.mu)
+        mu = tree.map(lambda g, m: b2 * m + (1 - b2) * g, updates, state.mu)
+        return out, ScaleByLionState(state.count + 1, mu)
+    return GradientTransformation(
+        lambda params: ScaleByLionState(_count(), _zeros(params)), update)
+
+
 # --- the optimizers ------------------------------------------------------------------------
 def sgd(learning_rate, momentum=None, nesterov: bool = False) -> GradientTransformation:
     """p <- p - lr * g (with heavy-ball or Nesterov momentum when momentum is given)."""
@@ -215,3 +248,15 @@ def rmsprop(learning_rate, decay=0.9, eps=1e-8, initial_scale=0.0, centered=Fals
     if momentum is not None:
         parts.append(trace(momentum, nesterov))
     return chain(*parts)
+
+
+def adagrad(learning_rate, initial_accumulator_value=0.1, eps=1e-7) -> GradientTransformation:
+    """Adagrad (Duchi et al., 2011): p <- p - lr * g / sqrt(sum of g^2 + eps)."""
+    return chain(scale_by_rss(initial_accumulator_value, eps),
+                 scale_by_learning_rate(learning_rate))
+
+
+def lion(learning_rate, b1=0.9, b2=0.99, weight_decay=1e-3, mask=None) -> GradientTransformation:
+    """Lion (Chen et al., 2023): p <- p - lr * (sign(interpolated momentum) + wd * p)."""
+    return chain(scale_by_lion(b1, b2), add_decayed_weights(weight_decay, mask),
+                 scale_by_learning_rate(learning_rate))

@@ -177,7 +177,9 @@ def test_training_loop_decreases_loss():
 def test_optax_oracle():
     optax = pytest.importorskip("optax")
     for ours, theirs in [(optim.adam(0.01), optax.adam(0.01)),
-                         (optim.rmsprop(0.01, momentum=0.9), optax.rmsprop(0.01, momentum=0.9))]:
+                         (optim.rmsprop(0.01, momentum=0.9), optax.rmsprop(0.01, momentum=0.9)),
+                         (optim.adagrad(0.1), optax.adagrad(0.1)),
+                         (optim.lion(0.01, weight_decay=0.1), optax.lion(0.01, weight_decay=0.1))]:
         got = _run(ours, True)
         p = {k: np.asarray(v, np.float64) for k, v in P0.items()}
         s = theirs.init(p)
@@ -186,3 +188,29 @@ def test_optax_oracle():
             p = optax.apply_updates(p, u)
         for k in p:
             np.testing.assert_allclose(np.asarray(got[k]), np.asarray(p[k]), rtol=1e-5)
+
+
+def _np_adagrad_lion(lr):
+    """Adagrad and Lion (weight decay 0.1) by their formulas, in float64."""
+    p_ada = {k: v.copy() for k, v in P0.items()}
+    p_lion = {k: v.copy() for k, v in P0.items()}
+    acc = {k: np.full_like(v, 0.1) for k, v in P0.items()}
+    mom = {k: np.zeros_like(v) for k, v in P0.items()}
+    for g in GRADS:
+        for k in P0:
+            acc[k] = acc[k] + g[k] ** 2
+            p_ada[k] = p_ada[k] - lr * g[k] / np.sqrt(acc[k] + 1e-7)
+            step = np.sign(0.1 * g[k] + 0.9 * mom[k]) + 0.1 * p_lion[k]
+            mom[k] = 0.99 * mom[k] + 0.01 * g[k]
+            p_lion[k] = p_lion[k] - lr * step
+    return p_ada, p_lion
+
+
+@pytest.mark.parametrize("use_jit", [False, True])
+def test_adagrad_and_lion_formulas(use_jit):
+    want_ada, want_lion = _np_adagrad_lion(0.05)
+    for opt, want in [(optim.adagrad(0.05), want_ada),
+                      (optim.lion(0.05, weight_decay=0.1), want_lion)]:
+        got = _run(opt, use_jit)
+        for k in want:
+            np.testing.assert_allclose(np.asarray(got[k]), want[k], rtol=1e-10)
