@@ -687,6 +687,7 @@ def quantile(a, q, axis=None, method="linear", keepdims=False, interpolation=Non
         raise ValueError("quantile: q must be in [0, 1]")
     n = src.shape[ax]
     s = sort(src, ax)
+    last = sh.index_in_dim(s, n - 1, ax, keepdims=True) if n else None
     outs = []
     for qi in qs.reshape(-1).tolist():
         pos = qi * (n - 1)
@@ -704,6 +705,8 @@ def quantile(a, q, axis=None, method="linear", keepdims=False, interpolation=Non
         vlo = sh.index_in_dim(s, lo, ax, keepdims=True)
         v = vlo if hi == lo or frac == 0 else ew.add(
             vlo, ew.mul(ew.sub(sh.index_in_dim(s, hi, ax, keepdims=True), vlo), frac))
+        if last is not None:   # NaN sorts last: any NaN in the slice makes it NaN (NumPy)
+            v = ew.select(ew.ne(last, last), last, v)
         if keepdims and axis is None:
             v = sh.reshape(v, (1,) * x.ndim)
         elif not keepdims:

@@ -425,3 +425,13 @@ def test_nn_logsumexp_takes_b_and_return_sign():
     got = mx.nn.logsumexp(x, axis=1, keepdims=True, b=np.abs(b))
     np.testing.assert_allclose(np.asarray(got), np.log((np.abs(b) * np.exp(x)).sum(1,
                                                                                   keepdims=True)))
+
+
+def test_median_and_quantiles_propagate_nan():
+    x = np.array([[3.0, np.nan, -1.0, 2.0], [1.0, 2.0, 3.0, 4.0]], np.float32)
+    np.testing.assert_array_equal(np.asarray(mnp.median(x, axis=1)), np.median(x, axis=1))
+    np.testing.assert_allclose(np.asarray(mnp.quantile(x, [0.2, 0.9], axis=1)),
+                               np.quantile(x, [0.2, 0.9], axis=1), rtol=1e-6)
+    assert np.isnan(float(mnp.percentile(x, 50)))
+    np.testing.assert_array_equal(np.asarray(mx.grad(lambda v: mnp.median(v))(
+        np.array([3.0, 1.0, 2.0]))), [0.0, 0.0, 1.0])
