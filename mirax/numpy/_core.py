@@ -204,13 +204,19 @@ def min(a, axis=None, keepdims=False, initial=None, where=None):
 amax, amin = max, min
 
 
-def mean(a, axis=None, dtype=None, keepdims=False):
+def mean(a, axis=None, dtype=None, keepdims=False, *, where=None):
+    """np.mean; with where=, the mean of the selected entries (NaN where none is)."""
     a = operand(a, "mean")
     axes = normalize_axes(axis, a.ndim, "mean", a)
-    n = int(np.prod([a.shape[i] for i in axes]))
     d = dtypes.canonicalize(dtype) if dtype is not None else (
         a.dtype if dtypes.is_float(a.dtype) else dtypes.float32)
-    s = sum(ew.convert_element_type(a, d, a.weak_type), axis=axes, keepdims=keepdims)
+    s = sum(ew.convert_element_type(a, d, a.weak_type), axis=axes, keepdims=keepdims,
+            where=where)
+    if where is not None:
+        mask = sh.broadcast_to(_bool(where, "mean"), a.shape)
+        n = sum(ew.convert_element_type(mask, d), axis=axes, keepdims=keepdims)
+        return ew.div(s, n)
+    n = int(np.prod([a.shape[i] for i in axes]))
     return ew.div(s, float(n)) if n else ew.mul(s, float("nan"))
 
 

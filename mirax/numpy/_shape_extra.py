@@ -594,9 +594,11 @@ def nanmean(a, axis=None, dtype=None, keepdims=False):
 def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
     x = operand(a, "nanvar")
     m = nanmean(x, axis=axis, dtype=dtype, keepdims=True)
+    from mirax.numpy._core import sum as _sum
     c = ew.sub(ew.convert_element_type(x, m.dtype, x.weak_type), m)
-    s = nansum(ew.mul(c, c), axis=axis, keepdims=keepdims)
-    n = count_nonzero(ew.eq(x, x), axis=axis, keepdims=keepdims)
+    present = ew.eq(x, x)   # skip the input's NaNs only: inf - inf is still NaN (NumPy)
+    s = _sum(ew.mul(c, c), axis=axis, keepdims=keepdims, where=present)
+    n = count_nonzero(present, axis=axis, keepdims=keepdims)
     return ew.div(s, ew.convert_element_type(ew.max(ew.sub(n, ddof), 0), s.dtype))
 
 

@@ -435,3 +435,21 @@ def test_median_and_quantiles_propagate_nan():
     assert np.isnan(float(mnp.percentile(x, 50)))
     np.testing.assert_array_equal(np.asarray(mx.grad(lambda v: mnp.median(v))(
         np.array([3.0, 1.0, 2.0]))), [0.0, 0.0, 1.0])
+
+
+def test_nanvar_skips_input_nans_only_and_mean_where():
+    x = np.array([3.0, np.nan, -1.0, 2.0, np.nan, -np.inf, 0.0], np.float32)
+    with warnings.catch_warnings():    # NumPy warns about the inf - inf it computes
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.isnan(float(mnp.nanstd(x)))      # inf - inf is NaN, as in NumPy
+    y = np.array([[3.0, np.nan, -1.0], [2.0, 5.0, 1.0]], np.float32)
+    np.testing.assert_allclose(np.asarray(mnp.nanvar(y, axis=1)), np.nanvar(y, axis=1),
+                               rtol=1e-6)
+    m = np.array([[1, 5, 2], [7, 0, 7]], np.float32)
+    np.testing.assert_allclose(np.asarray(mnp.mean(m, axis=1, where=m > 1)),
+                               np.mean(m, axis=1, where=m > 1))
+    w = np.array([True, False, True])
+    with warnings.catch_warnings():    # the empty column: NaN, with NumPy's warning
+        warnings.simplefilter("ignore", RuntimeWarning)
+        want = np.mean(m, axis=0, where=w, keepdims=True)
+    np.testing.assert_array_equal(np.asarray(mnp.mean(m, axis=0, where=w, keepdims=True)), want)
