@@ -36,8 +36,8 @@ def cond(pred, true_fun, false_fun, *operands):
     p = operand(pred, "cond")
     if p.shape != ():
         raise TypeError(f"cond: pred must be a scalar, got {short(p)}")
-    if not isinstance(p, Tracer) and not state.active:
-        return (true_fun if bool(np.asarray(p)) else false_fun)(*operands)
+    if not isinstance(p, Tracer) and not state.active:   # eager: run the taken branch
+        return _as_arrays((true_fun if bool(np.asarray(p)) else false_fun)(*operands), "cond")
     from mirax.ops.elementwise import convert_element_type, ne
     if p.dtype != np.bool_:
         p = ne(p, 0)
@@ -55,12 +55,17 @@ def switch(index, branches, *operands):
         raise TypeError(f"switch: index must be an integer scalar, got {short(i)}")
     n = len(branches)
     if not isinstance(i, Tracer) and not state.active:
-        return branches[min(max(int(np.asarray(i)), 0), n - 1)](*operands)
+        return _as_arrays(branches[min(max(int(np.asarray(i)), 0), n - 1)](*operands), "switch")
     from mirax.ops.elementwise import convert_element_type, max as max_, min as min_
     i = convert_element_type(i, dtypes.int32)
     if n > 1:
         i = min_(max_(i, 0), n - 1)
     return _switch("switch", i, branches, operands)
+
+
+def _as_arrays(out, op):
+    """A branch's outputs as arrays, as the staged cond returns them (Python scalars too)."""
+    return tree.map(lambda o: operand(o, op), out)
 
 
 def _switch(op, index, branches, operands):

@@ -482,3 +482,11 @@ def test_lax_reshape_dimensions_and_one_hot_axis():
     for axis in (-1, 0, 1):
         want = np.moveaxis(np.eye(3)[labels.clip(0, 2)] * (labels < 3)[..., None], -1, axis)
         np.testing.assert_array_equal(np.asarray(mx.nn.one_hot(labels, 3, axis=axis)), want)
+
+
+def test_eager_cond_and_switch_return_arrays():
+    """As the staged forms and JAX: a branch's Python scalars come back as weak arrays."""
+    a = mx.lax.cond(True, lambda: 1.0, lambda: 2.0)
+    assert isinstance(a, mx.Array) and a.dtype == np.float32 and float(a) == 1.0
+    n, d = mx.lax.switch(5, [lambda: (1, 2.0), lambda: (3, {"x": 4.0})])
+    assert isinstance(n, mx.Array) and int(n) == 3 and isinstance(d["x"], mx.Array)
