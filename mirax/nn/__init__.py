@@ -1,10 +1,11 @@
 """mirax.nn: neural-network functions (functional.py) and, in modules.py, Modules."""
 from mirax.nn.functional import (  # noqa: F401
-    avg_pool2d, conv2d, conv_general_dilated, dot_product_attention, dropout, elu,
-    embedding, fake_quantize, gelu, index_add, index_select, layer_norm, leaky_relu,
-    log_softmax, logsumexp, max_pool2d, one_hot, relu, rms_norm, segment_max, segment_mean,
-    segment_softmax, segment_sum, sigmoid, silu, softmax, softmax_cross_entropy, softplus,
-    ste_round, ste_sign, tanh)
+    avg_pool2d, celu, conv2d, conv_general_dilated, dot_product_attention, dropout, elu,
+    embedding, fake_quantize, gelu, glu, hard_sigmoid, hard_silu, hard_swish, hard_tanh,
+    index_add, index_select, layer_norm, leaky_relu, log_sigmoid, log_softmax, logsumexp,
+    max_pool2d, mish, one_hot, relu, relu6, rms_norm, segment_max, segment_mean,
+    segment_softmax, segment_sum, selu, sigmoid, silu, softmax, softmax_cross_entropy,
+    soft_sign, softplus, standardize, ste_round, ste_sign, swish, tanh)
 from mirax.nn import functional  # noqa: F401
 from mirax.nn import init  # noqa: F401
 from mirax.nn.modules import (  # noqa: F401

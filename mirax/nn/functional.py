@@ -11,10 +11,14 @@ from mirax.ops.graph_ops import (
     embedding, index_add, index_select, segment_max, segment_mean, segment_softmax,
     segment_sum)
 from mirax.ops.nn import (
-    dot_product_attention, elu, gelu, layer_norm, leaky_relu, log_softmax, logsumexp, one_hot,
-    relu, rms_norm, sigmoid, silu, softmax, softmax_cross_entropy, softplus)
+    celu, dot_product_attention, elu, gelu, glu, hard_sigmoid, hard_silu, hard_tanh,
+    layer_norm, leaky_relu, log_sigmoid, log_softmax, logsumexp, mish, one_hot, relu, relu6,
+    rms_norm, selu, sigmoid, silu, softmax, softmax_cross_entropy, softplus, soft_sign,
+    standardize)
 from mirax.ops.quant import fake_quantize, ste_round, ste_sign
 from mirax.ops.elementwise import tanh
+
+swish, hard_swish = silu, hard_silu   # JAX's other names
 
 
 def dropout(x, rate, key=None, *, mask=None, deterministic=False):
@@ -46,6 +50,8 @@ def dropout(x, rate, key=None, *, mask=None, deterministic=False):
 
 __all__ = [
     "relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "leaky_relu", "elu",
+    "celu", "selu", "relu6", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish", "swish",
+    "soft_sign", "log_sigmoid", "mish", "glu", "standardize",
     "softmax", "log_softmax", "logsumexp", "one_hot", "softmax_cross_entropy",
     "layer_norm", "rms_norm", "dropout", "embedding", "dot_product_attention",
     "conv_general_dilated", "conv2d", "max_pool2d", "avg_pool2d",

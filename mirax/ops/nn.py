@@ -25,7 +25,7 @@ from mirax.ops.common import (float_operand, normalize_axes, normalize_axis, ope
 from mirax.ops.composite import batch_front, cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
     abs, add, convert_element_type, div, eq, erf, exp, expm1, ge, gt, is_finite, log, log1p,
-    logistic, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
+    logistic, lt, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import broadcast_in_dim, iota, reshape
 # Re-exports (the names lived here before the split). _index_add_impl and _np_check are
@@ -441,10 +441,88 @@ def leaky_relu(x, negative_slope=0.01):
 
 
 def elu(x, alpha=1.0):
-    x = float_operand(x, "elu")
+    return _elu(float_operand(x, "elu"), alpha, 1.0)
+
+
+def celu(x, alpha=1.0):
+    """x for x > 0, alpha (e^(x/alpha) - 1) otherwise."""
+    return _elu(float_operand(x, "celu"), alpha, alpha)
+
+
+def _elu(x, alpha, width):
     pos = gt(x, 0)
     safe = select(pos, zeros_like(x), x)  # expm1 of the branch not taken stays finite
-    return select(pos, x, mul(expm1(safe), alpha))
+    return select(pos, x, mul(expm1(safe if width == 1.0 else div(safe, width)), alpha))
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def selu(x):
+    return mul(elu(x, _SELU_ALPHA), _SELU_SCALE)
+
+
+def relu6(x):
+    """min(max(x, 0), 6), with derivative 0 at both kinks (as JAX)."""
+    x = float_operand(x, "relu6")
+    inside = select(gt(x, 0), x, zeros_like(x))
+    return select(lt(x, 6.0), inside, add(zeros_like(x), 6.0))
+
+
+def hard_tanh(x):
+    """x clipped to [-1, 1] (derivative 0 outside and at the kinks)."""
+    x = float_operand(x, "hard_tanh")
+    one = add(zeros_like(x), 1.0)
+    return select(gt(x, 1.0), one, select(lt(x, -1.0), neg(one), x))
+
+
+def hard_sigmoid(x):
+    return div(relu6(add(float_operand(x, "hard_sigmoid"), 3.0)), 6.0)
+
+
+def hard_silu(x):
+    x = float_operand(x, "hard_silu")
+    return mul(x, hard_sigmoid(x))
+
+
+def soft_sign(x):
+    x = float_operand(x, "soft_sign")
+    return div(x, add(abs(x), 1.0))
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x), finite for large |x|."""
+    return neg(softplus(neg(float_operand(x, "log_sigmoid"))))
+
+
+def mish(x):
+    x = float_operand(x, "mish")
+    return mul(x, tanh(softplus(x)))
+
+
+def glu(x, axis=-1):
+    """Gated linear unit: a * sigmoid(b), a and b the two halves of x along axis."""
+    from mirax.ops.shape import slice_in_dim
+    x = float_operand(x, "glu")
+    ax = normalize_axis(axis, x.ndim, "glu", x)
+    n = x.shape[ax]
+    if n % 2:
+        raise ValueError(f"glu: axis {axis} of {short(x)} must have an even size")
+    a, b = slice_in_dim(x, 0, n // 2, axis=ax), slice_in_dim(x, n // 2, n, axis=ax)
+    return mul(a, logistic(b))
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5):
+    """(x - mean) / sqrt(variance + epsilon) over axis (the moments computed if not given)."""
+    x = float_operand(x, "standardize")
+    axes = _pos(_neg_axes(axis, x, "standardize"), x.ndim)
+    n = float(math.prod(x.shape[a] for a in axes))
+    if mean is None:
+        mean = _back(div(reduce_sum(x, axes), n), x.shape, axes)
+    if variance is None:   # E[x^2] - E[x]^2, as jax.nn.standardize
+        sq = _back(div(reduce_sum(mul(x, x), axes), n), x.shape, axes)
+        variance = sub(sq, mul(mean, mean))
+    return mul(sub(x, mean), rsqrt(add(variance, epsilon)))
 
 
 # --- dot_product_attention ----------------------------------------------------------------
