@@ -110,7 +110,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         start, stop = sh.broadcast_to(start, shape), sh.broadcast_to(stop, shape)
         axis = normalize_axis(axis, len(shape) + 1, "linspace")
     div = (num - 1) if endpoint else num
-    span = stop - start if not shape and isinstance(start, float) else ew.sub(stop, start)
+    span = stop - start if isinstance(start, float) else ew.sub(stop, start)
     step = span / div if div > 0 else span * 0.0    # Python floats stay float64 exact
     idx = sh.iota(dtypes.float64, (num,) + shape, 0)
     out = ew.add(ew.mul(idx, step), start)

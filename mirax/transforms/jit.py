@@ -136,12 +136,11 @@ class Jitted:
             self.params = list(inspect.signature(f).parameters)
         except (TypeError, ValueError):
             self.params = []
-        for name in self.static_argnames:  # static names also fix their positions
-            if name in self.params:
-                self.static_argnums += (self.params.index(name),)
-        for name in as_tuple(donate_argnames):  # donation (a hint) goes by position
-            if name in self.params:
-                self.donate_argnums += (self.params.index(name),)
+        # names also fix positions (static) and go by position (donation, a hint); a name
+        # that is no parameter (a **kwargs entry) only applies as a keyword
+        pos = {name: i for i, name in enumerate(self.params)}
+        self.static_argnums += tuple(pos[n] for n in self.static_argnames if n in pos)
+        self.donate_argnums += tuple(pos[n] for n in as_tuple(donate_argnames) if n in pos)
         self.cache: OrderedDict = OrderedDict()
         self.maxsize = cache_size or DEFAULT_CACHE_SIZE
         self.hits = self.misses = self.evictions = 0

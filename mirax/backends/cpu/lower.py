@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from mirax.backends.cpu.kernels import impl_of, mul_sum, specialize
+from mirax.backends.cpu.kernels import mul_sum, specialize
 from mirax.ir.graph import Graph
 
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
@@ -95,8 +95,6 @@ def lower(graph: Graph):
     body = []
     for i, node in enumerate(graph.nodes):
         prim = node.prim
-        if prim.impl is None:
-            raise NotImplementedError(f"{prim.name}: no CPU implementation")
         if i in merged:  # computed at its reduce_sum; its inputs live until then
             deferred.setdefault(merged[i], []).extend(free_after.get(i, ()))
             continue
@@ -118,7 +116,7 @@ def lower(graph: Graph):
             k = f"_k{i}"
             fn = specialize(node)
             if fn is None:
-                fn = impl_of(prim)
+                fn = cpu_backend.impl(prim)   # raises for a primitive with no impl
                 fn = functools.partial(fn, **node.params) if node.params else fn
             env[k] = fn
         lhs = outs + ("," if prim.multiple_results and len(node.outputs) == 1 else "")
