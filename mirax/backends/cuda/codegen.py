@@ -739,13 +739,14 @@ __device__ T block_max(T v, T* sh) {{
 }}
 """
 
-_ROW_BODY = {
-    "softmax": r"""
-extern "C" __global__ void mirax_softmax(const S* __restrict__ x, S* __restrict__ y) {{
+# The row bodies share their opening (the row's values in registers), the max pass of the
+# softmax pair and the scaled store of the norm pair; each op adds its own passes.
+_ROW_OPEN = r"""
   __shared__ T sh[32];
   const size_t base = (size_t)blockIdx.x * D;
   T v[ITEMS];
-  T m = NEG_INF;
+"""
+_ROW_MAX = _ROW_OPEN + r"""  T m = NEG_INF;
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
@@ -758,7 +759,27 @@ extern "C" __global__ void mirax_softmax(const S* __restrict__ x, S* __restrict_
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? EXP(v[i] - m) : (T)0;
+"""
+
+
+def _norm_store(bias: bool) -> str:
+    return r"""  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    if (j < D) {{
+      T r = v[i] * inv;
+      if (HAS_W) r = r * LD(w[j]);
+""" + ("      if (HAS_B) r = r + LD(b[j]);\n" if bias else "") + r"""      y[base + j] = ST(r);
+    }}
+  }}
+}}
+"""
+
+
+_ROW_BODY = {
+    "softmax": r"""
+extern "C" __global__ void mirax_softmax(const S* __restrict__ x, S* __restrict__ y) {{"""
+    + _ROW_MAX + r"""    v[i] = j < D ? EXP(v[i] - m) : (T)0;
     s += v[i];
   }}
   s = block_sum(s, sh);
@@ -770,24 +791,8 @@ extern "C" __global__ void mirax_softmax(const S* __restrict__ x, S* __restrict_
 }}
 """,
     "log_softmax": r"""
-extern "C" __global__ void mirax_log_softmax(const S* __restrict__ x, S* __restrict__ y) {{
-  __shared__ T sh[32];
-  const size_t base = (size_t)blockIdx.x * D;
-  T v[ITEMS];
-  T m = NEG_INF;
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? LD(x[base + j]) : NEG_INF;
-    m = FMAX(m, v[i]);
-  }}
-  m = block_max(m, sh);
-  if (!isfinite(m)) m = 0;
-  T s = 0;
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    v[i] = v[i] - m;
+extern "C" __global__ void mirax_log_softmax(const S* __restrict__ x, S* __restrict__ y) {{"""
+    + _ROW_MAX + r"""    v[i] = v[i] - m;
     s += j < D ? EXP(v[i]) : (T)0;
   }}
   const T ls = LOG(block_sum(s, sh));
@@ -800,11 +805,8 @@ extern "C" __global__ void mirax_log_softmax(const S* __restrict__ x, S* __restr
 """,
     "layer_norm": r"""
 extern "C" __global__ void mirax_layer_norm(const S* __restrict__ x, const S* __restrict__ w,
-                                            const S* __restrict__ b, S* __restrict__ y, T eps) {{
-  __shared__ T sh[32];
-  const size_t base = (size_t)blockIdx.x * D;
-  T v[ITEMS];
-  T s = 0;
+                                            const S* __restrict__ b, S* __restrict__ y, T eps) {{"""
+    + _ROW_OPEN + r"""  T s = 0;
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
@@ -820,25 +822,11 @@ extern "C" __global__ void mirax_layer_norm(const S* __restrict__ x, const S* __
     q += j < D ? v[i] * v[i] : (T)0;
   }}
   const T inv = (T)1 / SQRT(block_sum(q, sh) / D + eps);
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    if (j < D) {{
-      T r = v[i] * inv;
-      if (HAS_W) r = r * LD(w[j]);
-      if (HAS_B) r = r + LD(b[j]);
-      y[base + j] = ST(r);
-    }}
-  }}
-}}
-""",
+""" + _norm_store(True),
     "rms_norm": r"""
 extern "C" __global__ void mirax_rms_norm(const S* __restrict__ x, const S* __restrict__ w,
-                                          S* __restrict__ y, T eps) {{
-  __shared__ T sh[32];
-  const size_t base = (size_t)blockIdx.x * D;
-  T v[ITEMS];
-  T q = 0;
+                                          S* __restrict__ y, T eps) {{"""
+    + _ROW_OPEN + r"""  T q = 0;
   #pragma unroll
   for (int i = 0; i < ITEMS; i++) {{
     const int j = threadIdx.x + i * BLOCK;
@@ -846,17 +834,7 @@ extern "C" __global__ void mirax_rms_norm(const S* __restrict__ x, const S* __re
     q += v[i] * v[i];
   }}
   const T inv = (T)1 / SQRT(block_sum(q, sh) / D + eps);
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    if (j < D) {{
-      T r = v[i] * inv;
-      if (HAS_W) r = r * LD(w[j]);
-      y[base + j] = ST(r);
-    }}
-  }}
-}}
-""",
+""" + _norm_store(False),
 }
 
 MAX_ITEMS = 32
