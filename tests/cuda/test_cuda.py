@@ -437,19 +437,27 @@ def test_bool_reductions_fused():
     _close(mx.jit(f)(_cuda(x)), f(mx.asarray(x)))
 
 
-# --- reductions to few outputs: codegen's two-stage kernel --------------------------------------
+# --- generated reductions: codegen's two-stage (few outputs, rows) and column kernels ----------
 @pytest.fixture
 def two_stage(monkeypatch):
-    """The reductions (primitive names) given codegen's two-stage kernel, as they are built."""
+    """The reductions (primitive names) given one of codegen's generated kernels, as they
+    are built; `two_stage.layouts` lists their layouts ("few", "rows", "columns")."""
     from mirax.backends.cuda import codegen
-    built, real = [], codegen._two_stage
+    built, real = _Built(), codegen._generated
 
-    def spy(params, lines, value, red, *rest):
+    def spy(layout, params, lines, value, red, *rest):
         built.append(red.prim.name)
-        return real(params, lines, value, red, *rest)
-    monkeypatch.setattr(codegen, "_two_stage", spy)
+        built.layouts.append(layout)
+        return real(layout, params, lines, value, red, *rest)
+    monkeypatch.setattr(codegen, "_generated", spy)
     yield built
     assert not codegen.failures, codegen.failures
+
+
+class _Built(list):
+    def __init__(self):
+        super().__init__()
+        self.layouts = []
 
 
 def _host(fn, *args):
@@ -598,8 +606,8 @@ def test_two_stage_loss_with_values(dtype, two_stage):
 
 
 def test_two_stage_fallbacks(two_stage, monkeypatch):
-    """A strided input takes CuPy's kernel; MIRAX_CUDA_TWO_STAGE=0 turns the kernel off;
-    many outputs keep CuPy's kernel. The values agree."""
+    """A strided input takes CuPy's kernel; MIRAX_CUDA_TWO_STAGE=0 turns the kernels off;
+    many short rows keep CuPy's kernel. The values agree."""
     x = _rng("fallback").standard_normal((513, 1027)).astype(np.float32)
     f = lambda x: mnp.sum(mnp.square(x) * 0.5)  # noqa: E731
     want = 0.5 * np.sum(x.astype(np.float64) ** 2)
@@ -609,11 +617,97 @@ def test_two_stage_fallbacks(two_stage, monkeypatch):
     assert not xt._buf.flags.c_contiguous
     _close(mx.jit(lambda x: mnp.sum(mnp.square(x) * 0.5))(xt), want, 1e-5, 0)
     assert len(two_stage) == 2  # built for the new plan; run: CuPy's kernel (strided input)
-    _close(mx.jit(lambda x: mnp.max(x * 2.0, axis=0))(_cuda(x)), 2 * x.max(axis=0), 1e-6, 0)
-    assert len(two_stage) == 2  # 1027 outputs: CuPy's kernel
+    xs = x.reshape(-1)[:4000 * 100].reshape(4000, 100)
+    _close(mx.jit(lambda x: mnp.max(x * 2.0, axis=1))(_cuda(xs)), 2 * xs.max(axis=1), 1e-6, 0)
+    assert len(two_stage) == 2  # 4000 rows of 100: CuPy's kernel
     monkeypatch.setenv("MIRAX_CUDA_TWO_STAGE", "0")
     _close(mx.jit(lambda x: mnp.sum(mnp.square(x) * 0.5 + 0.0))(_cuda(x)), want, 1e-5, 0)
+    _close(mx.jit(lambda x: mnp.max(x * 3.0, axis=0))(_cuda(x)), 3 * x.max(axis=0), 1e-6, 0)
     assert len(two_stage) == 2
+
+
+_COLUMN_CASES = [  # (shape, axes, bias shape or None): innermost dimension kept
+    ((8, 128, 1024), (0, 1), (1024,)),     # a bias gradient of [B, T, D]
+    ((3000, 1030), (0,), (1030,)),         # ragged: 1030 outputs, 3000 rows
+    ((37, 5, 129), (0,), (5, 129)),        # few rows: one slice, a 645-wide kept block
+    ((6, 100, 3, 400), (0, 1), None),      # kept [3, 400] merged into 1200 outputs
+    ((4, 2, 300, 2050), (0, 2), (2050,)),  # reduced axes split by a kept one
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_column_reductions(dtype, two_stage):
+    """Sums and maxima over leading axes (bias and norm-weight gradients) by the column
+    kernel, with and without the chain's values stored too, against NumPy on the same
+    rounded chain values; the sums are deterministic."""
+    for shape, axes, bshape in _COLUMN_CASES:
+        rng = _rng("columns", dtype, shape)
+        x = _low(rng.standard_normal(shape), dtype)
+        b = _low(rng.standard_normal(bshape or (1,)), dtype)
+        chain = lambda x, b: x * b + 0.5  # noqa: E731
+        for red, ref in ((mnp.sum, np.sum), (mnp.max, np.max)):
+            f = mx.jit(lambda x, b, red=red: red(chain(x, b), axis=axes))
+            got = f(_cuda(x), _cuda(b))
+            _on_cuda(got)
+            want = ref(_host(chain, x, b), axis=axes)
+            f32 = dtype == "float32"  # (exact but for an FMA in the float32 chain)
+            rtol = (1e-6 if f32 else 0) if red is mnp.max else _RTOL[dtype]
+            scale = 1.0 if red is mnp.max else float(np.sqrt(np.prod(shape) / want.size))
+            _close(np.asarray(got).astype(np.float64), want, rtol, rtol * scale,
+                   what=f"{red.__name__} {shape}")
+            if red is mnp.sum:
+                again = f(_cuda(x), _cuda(b))
+                assert np.asarray(again).tobytes() == np.asarray(got).tobytes()
+        # the chain's values stored too: y (for a GEMM) and its column sums, one kernel
+        g = mx.jit(lambda x, b: (lambda y: (y, mnp.sum(y, axis=axes)))(chain(x, b) * 2.0))
+        before = _op_by_op()
+        y, s = g(_cuda(x), _cuda(b))
+        assert _op_by_op() == before
+        want_y = _host(lambda x, b: chain(x, b) * 2.0, x, b)
+        exact = 1e-6 if dtype == "float32" else 0
+        _close(np.asarray(y).astype(np.float64), want_y, exact, 0, what=f"values {shape}")
+        _close(np.asarray(s).astype(np.float64), want_y.sum(axis=axes), _RTOL[dtype],
+               _RTOL[dtype] * float(np.sqrt(np.prod(shape) / want_y.sum(axis=axes).size)))
+    assert set(two_stage.layouts) == {"columns"}, two_stage.layouts
+
+
+def test_column_reductions_int_and_min(two_stage):
+    """Integer column sums (exact) and minima with NaN propagation."""
+    rng = _rng("columns int")
+    i = rng.integers(-50, 50, (5000, 1077)).astype(np.int32)
+    got = mx.jit(lambda i: mnp.sum(i * 3 - 1, axis=0))(_cuda(i))
+    np.testing.assert_array_equal(np.asarray(got), (i * 3 - 1).sum(axis=0))
+    x = rng.standard_normal((4000, 1100)).astype(np.float32)
+    x[1234, 17] = np.nan
+    x[3999, 1099] = np.nan
+    got = np.asarray(mx.jit(lambda x: mnp.min(x - 1.0, axis=0))(_cuda(x)))
+    want = (x - 1.0).min(axis=0)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(got)], want[~np.isnan(want)])
+    assert two_stage.layouts == ["columns", "columns"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_row_reductions_with_values(dtype, two_stage):
+    """Row sums over the last axis of many rows (a layer norm's backward) with the chain's
+    values stored too: one kernel (the two-stage kernel, a block per row); ragged rows."""
+    for shape in ((8, 256, 1024), (2048, 300), (1500, 4097)):
+        rng = _rng("rows", dtype, shape)
+        x, w = (_low(rng.standard_normal(sh), dtype) for sh in (shape, shape[-1:]))
+
+        def chain(x, w):
+            return x * w - 0.25
+        f = mx.jit(lambda x, w: (lambda y: (y, mnp.sum(y, axis=-1)))(chain(x, w)))
+        before = _op_by_op()
+        y, s = f(_cuda(x), _cuda(w))
+        assert _op_by_op() == before
+        want_y = _host(chain, x, w)
+        exact = 1e-6 if dtype == "float32" else 0
+        _close(np.asarray(y).astype(np.float64), want_y, exact, 0, what=f"values {shape}")
+        tol = _RTOL[dtype] * float(np.sqrt(shape[-1]))
+        _close(np.asarray(s).astype(np.float64), want_y.sum(axis=-1), _RTOL[dtype], tol,
+               what=f"sums {shape}")
+    assert set(two_stage.layouts) == {"rows"}, two_stage.layouts
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])

@@ -408,19 +408,20 @@ def _staged(params, lines, at: dict, once=None):
     return decl, pre, loads, regs + chain
 
 
-def _unrolled(itype, i, base, n, head, body, indent) -> str:
-    """`for k < UNROLL: i = base + k * BLOCK; if (i < n) {head; body}`, unrolled. Each
-    thread handles UNROLL values BLOCK apart (coalesced); kernels emit one such loop for the
-    loads and one for the computation, so several loads are in flight per thread."""
+def _unrolled(itype, i, base, n, head, body, indent, step="BLOCK") -> str:
+    """`for k < UNROLL: i = base + k * step; if (i < n) {head; body}`, unrolled. Each
+    thread handles UNROLL values `step` apart (BLOCK: coalesced); kernels emit one such loop
+    for the loads and one for the computation, so several loads are in flight per thread."""
     return (f"{indent}#pragma unroll\n{indent}for (int k = 0; k < UNROLL; k++) {{\n"
-            f"{indent}  const {itype} {i} = {base} + k * BLOCK;\n{indent}  if ({i} < {n}) {{\n"
+            f"{indent}  const {itype} {i} = {base} + k * {step};\n{indent}  if ({i} < {n}) {{\n"
             + "".join(f"{indent}    {ln}\n" for ln in head + body) + f"{indent}  }}\n{indent}}}\n")
 
 
 def reduction_kernel(sub, inline: dict, name="fused"):
     """A callable for a chain ending in one reduction. Its result is the only output, or
-    (`with_values(sub)`: the two-stage kernel) the chain's values of the full shape that
-    the plan needs too (a loss mean(square(y)) whose y the backward pass reads)."""
+    (`with_values(sub)`: a generated kernel) the chain's values of the full shape that the
+    plan needs too (a loss mean(square(y)) whose y the backward pass reads; a bias gradient
+    whose values feed a GEMM)."""
     red = sub.nodes[-1]
     src = red.inputs[0]
     lines, names, params = _chain(sub, inline, stop=red)
@@ -453,14 +454,15 @@ def reduction_kernel(sub, inline: dict, name="fused"):
     axes = tuple(red.params["axes"])
     low = dt if dt in LOW else None
     fast = None
-    if _few(red):
+    layout = reduction_layout(red)
+    if layout is not None:
         try:
-            fast = _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr,
-                              kname)
+            fast = _generated(layout, params, lines, names, red, extras,
+                              (acc, identity, reduce_expr), kname)
         except Exception as e:  # noqa: BLE001 - NVRTC refused it: CuPy's kernel
             failures.append(f"{kname}: {type(e).__name__}: {str(e)[:300]}")
             if extras:
-                raise Unsupported(f"two-stage kernel: {e}") from None
+                raise Unsupported(f"{layout} kernel: {e}") from None
     pos = {o: j for j, o in enumerate([red.outputs[0]] + extras)}
 
     def run(*bufs):
@@ -476,32 +478,52 @@ def reduction_kernel(sub, inline: dict, name="fused"):
 
 
 def with_values(sub) -> bool:
-    """Does the two-stage kernel of `sub` (a chain ending in a reduction to few outputs)
+    """Does the generated kernel of `sub` (a chain ending in a reduction, see `reduction_layout`)
     store the chain's other outputs too (each of the reduced shape, made by the chain)?"""
     red = sub.nodes[-1]
     shape = tuple(red.inputs[0].aval.shape)
     made = {o for n in sub.nodes[:-1] for o in n.outputs}
-    return _few(red) and all(
+    return reduction_layout(red) is not None and all(
         o is red.outputs[0] or (o in made and tuple(o.aval.shape) == shape
                                 and np.dtype(o.aval.dtype) in _PARAM) for o in sub.outputs)
 
 
-def _few(red) -> bool:
-    """A reduction to fewer than FEW_OUTPUTS outputs of many values each (one output: any
-    number): the two-stage kernel's case, unless MIRAX_CUDA_TWO_STAGE=0."""
-    out_size = int(np.prod(red.outputs[0].aval.shape))
-    return out_size < FEW_OUTPUTS and (
-        out_size == 1 or red.inputs[0].aval.size >= FEW_OUTPUTS * out_size) and \
-        os.environ.get("MIRAX_CUDA_TWO_STAGE", "1") != "0"
+def reduction_layout(red) -> str | None:
+    """Which generated kernel reduces `red` (None: CuPy's ReductionKernel), unless
+    MIRAX_CUDA_TWO_STAGE=0:
+    - "few": fewer than FEW_OUTPUTS outputs of many values each (one output: any number),
+      the two-stage kernel with several blocks per output;
+    - "rows": the innermost dimension is reduced, at least ROW_MIN values (row sums of a
+      layer norm's backward), the same kernel with one block per output;
+    - "columns": the innermost dimension is kept (bias and norm-weight gradients: sums over
+      the leading axes), the column kernel, whose threads run along the kept dimension."""
+    if os.environ.get("MIRAX_CUDA_TWO_STAGE", "1") == "0":
+        return None
+    src = red.inputs[0]
+    n, out_size = src.aval.size, int(np.prod(red.outputs[0].aval.shape))
+    if out_size < FEW_OUTPUTS and (out_size == 1 or n >= FEW_OUTPUTS * out_size):
+        return "few"
+    axes = {a % src.aval.ndim for a in red.params["axes"]}
+    dims = _collapsed(tuple(src.aval.shape), axes, [("f", src)])
+    if not dims or out_size == 0:
+        return None
+    size, reduced, _ = dims[-1]
+    if reduced:
+        return "rows" if size >= ROW_MIN and out_size <= MAX_GRID_Y else None
+    return "columns"
 
 
 FEW_OUTPUTS = 1024  # fewer outputs than this (and many values each): the two-stage kernel
+ROW_MIN = 256  # rows of at least this many values: one block of 256 threads per output
+MAX_GRID_Y = 65535
 _SHUFFLED = ("float", "double", "int", "unsigned int", "long long", "unsigned long long")
+
+_REDUCE_OPS = r"""typedef {acc} acc_t;
+__device__ __forceinline__ acc_t mirax_red(acc_t a, acc_t b) {{ return {expr}; }}
+"""
 
 _TWO_STAGE = r"""#define BLOCK 256
 #define UNROLL 4
-typedef {acc} acc_t;
-__device__ __forceinline__ acc_t mirax_red(acc_t a, acc_t b) {{ return {expr}; }}
 __device__ __forceinline__ acc_t mirax_shfl(acc_t v, int o) {{
   return (acc_t)__shfl_down_sync(0xffffffffu, ({shfl})v, o);
 }}
@@ -544,21 +566,59 @@ extern "C" __global__ void {name}_2(const acc_t* __restrict__ part, {out}* __res
 }}
 """
 
+_COLUMNS = r"""#define BX 64
+#define BY 4
+#define UNROLL 8
+// stage 1: block (x, c) holds BX outputs (one a thread column: neighbouring outputs,
+// neighbouring addresses) and BY threads per output, which fold every BY-th of the chunk's
+// `per` values; the BY partials are folded in shared memory in a fixed order
+extern "C" __global__ void {name}({decl}, {out}* __restrict__ y,
+                                  acc_t* __restrict__ part, const {it} per) {{
+  __shared__ acc_t sh[BY][BX];
+  const int tx = threadIdx.x % BX, ty = threadIdx.x / BX;
+  const bool live = ({it})blockIdx.x * BX + tx < ({it}){O};
+  const {it} o = live ? ({it})blockIdx.x * BX + tx : 0;
+  const {it} stop = ({it})(blockIdx.y + 1) * per;
+  const {it} end = !live ? 0 : stop < ({it}){R} ? stop : ({it}){R};
+{pre}  acc_t acc = {ident};
+  for ({it} rb = ({it})blockIdx.y * per + ty; rb < end; rb += BY * UNROLL) {{
+{loads}{compute}  }}
+  sh[ty][tx] = acc;
+  __syncthreads();
+  if (ty == 0 && live) {{
+    for (int j = 1; j < BY; j++) acc = mirax_red(acc, sh[j][tx]);
+    if (gridDim.y == 1) y[o] = {store};
+    else part[({it})blockIdx.y * {O} + o] = acc;
+  }}
+}}
+// stage 2: a thread per output folds its `chunks` partials in order
+extern "C" __global__ void {name}_2(const acc_t* __restrict__ part, {out}* __restrict__ y,
+                                    const int chunks) {{
+  const {it} o = ({it})blockIdx.x * 256 + threadIdx.x;
+  if (o >= ({it}){O}) return;
+  acc_t acc = {ident};
+  for (int j = 0; j < chunks; j++) acc = mirax_red(acc, part[({it})j * {O} + o]);
+  y[o] = {store};
+}}
+"""
 
-def _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr, kname):
-    """A reduction to few outputs (`_few`) as two kernels, returning run(inputs) -> [result,
-    *extras]: stage 1 runs `chunks` blocks per output over a grid-stride loop (the chain
-    computed per value, stored where it is an output in `extras`, folded per thread, then
-    per block by warp shuffles), one partial per block; stage 2 folds each output's
-    partials in one block. Deterministic (no atomics; the fold order depends only on the
-    shape and the device's multiprocessor count). Inputs are read at index arithmetic over
-    the collapsed dimensions (broadcast dims: stride 0), so biases and scalars are not
-    materialized. Measured on the H200 (benchmarks/gpu.py attention rows): the loss
-    sum(o.astype(f32) * w) over 8.4M values took about 6.3 ms through CuPy's
-    ReductionKernel and nothing measurable through this kernel (jit of the value and
-    gradient: f32 11.45 -> 5.12 ms, bf16 7.74 -> 1.37 ms). Why CuPy's was slow there was
-    not isolated: a jit of mean(square(y)) on a contiguous [8,1024,1024] ran host-bound
-    (about 0.04 ms a call) with either kernel."""
+
+def _generated(layout, params, lines, names, red, extras, op, kname):
+    """The generated kernels of a reduction (`reduction_layout`), returning run(inputs) -> [result,
+    *extras]. Stage 1 computes the chain per value, stores it where it is an output in
+    `extras`, and folds it into partials; stage 2 (when there is more than one partial per
+    output) folds each output's partials. Deterministic: no atomics; the fold order
+    depends only on the shape and the device's multiprocessor count.
+    - "few" / "rows" (_TWO_STAGE): `chunks` blocks per output run a grid-stride loop,
+      folded per thread, then per block by warp shuffles; one partial per block.
+    - "columns" (_COLUMNS): 64 neighbouring outputs a block, their values read
+      row by row (coalesced), in `chunks` slices of the reduced values.
+    Inputs are read at index arithmetic over the collapsed dimensions (broadcast dims:
+    stride 0), so biases and scalars are not materialized. Measured on the H200
+    (benchmarks/gpu.py attention rows): the loss sum(o.astype(f32) * w) over 8.4M values
+    took about 6.3 ms through CuPy's ReductionKernel and nothing measurable through this
+    kernel (jit of the value and gradient: f32 11.45 -> 5.12 ms, bf16 7.74 -> 1.37 ms)."""
+    acc, identity, reduce_expr = op
     src = red.inputs[0]
     shape = tuple(src.aval.shape)
     axes = {a % len(shape) for a in red.params["axes"]} if shape else set()
@@ -566,6 +626,8 @@ def _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr, kn
     n = int(np.prod(shape))
     it = _itype(n)
     nred = int(np.prod([shape[d] for d in axes]))
+    out_shape = tuple(red.outputs[0].aval.shape)
+    out_size = int(np.prod(out_shape))
     dims = _collapsed(shape, axes, params + [("f", src)])  # "f": the flat index in `shape`
     kept = [(size, st) for size, r, st in dims if not r]
     rdims = [(size, st) for size, r, st in dims if r]
@@ -577,7 +639,7 @@ def _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr, kn
         rs = [st[i] for _, st in rdims]
         ro = "r" if rs and rs == contiguous else _offset("rc", rs)
         at[i] = None if ro == "0" else ro if ko == "0" else f"ob{i} + {ro}"
-        if ko != "0":  # the offset of the block's output (one value per block: read once)
+        if ko != "0":  # the offset of the thread's output (one value: read once)
             pre.append(f"const {it} ob{i} = {ko};")
             once[i] = f"ob{i}"
     flat = at.pop("f") or once.get("f", "0")
@@ -587,23 +649,32 @@ def _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr, kn
         compute.append(f"e{j}[{flat}] = {store(o.aval.dtype, names[o])};")
     compute.append(f"acc = mirax_red(acc, (acc_t)({names[src]}));")
     uses_rc = [a for a in list(at.values()) + [flat] if a is not None and "rc" in a]
-    shfl = acc if acc in _SHUFFLED else "int"
+    columns = layout == "columns"
+    step, end = ("BY", "end") if columns else ("BLOCK", f"({it}){nred}")
     name = kname[:57]
-    code = _TWO_STAGE.format(
-        acc=acc, expr=reduce_expr, shfl=shfl, ident=identity, name=name,
-        decl=", ".join(decl), out=storage(dt), it=it, R=nred,
-        pre="".join(f"  {ln}\n" for ln in pre + setup),
-        loads=_unrolled(it, "r", "rb", nred, rc if uses_rc else [], loads, "    "),
-        compute=_unrolled(it, "r", "rb", nred, rc if "rc" in flat else [], compute, "    "),
-        store=store(dt, "acc"))
+    code = _REDUCE_OPS.format(acc=acc, expr=reduce_expr) + (_COLUMNS if columns else _TWO_STAGE)\
+        .format(shfl=acc if acc in _SHUFFLED else "int", ident=identity, name=name,
+                decl=", ".join(decl), out=storage(dt), it=it, R=nred, O=out_size,
+                pre="".join(f"  {ln}\n" for ln in pre + setup),
+                loads=_unrolled(it, "r", "rb", end, rc if uses_rc else [], loads, "    ", step),
+                compute=_unrolled(it, "r", "rb", end, rc if "rc" in flat else [], compute,
+                                  "    ", step),
+                store=store(dt, "acc"))
     code = prelude(code) + code
-    mod = _compiled("two-stage reduction", code, lambda: cp.RawModule(code=code))
+    mod = _compiled(f"{layout} reduction", code, lambda: cp.RawModule(code=code))
     # (get_function compiles: a source NVRTC refuses fails here, not in a plan's run)
     stage1, stage2 = mod.get_function(name), mod.get_function(name + "_2")
-    out_shape = tuple(red.outputs[0].aval.shape)
-    out_size = int(np.prod(out_shape))
     blocks = 8 * _sm_count(cp.cuda.runtime.getDevice())  # 8 blocks of 256 fill an SM
-    chunks = max(1, min(-(-blocks // max(out_size, 1)), -(-nred // 1024)))
+    if columns:  # slices of at least BY * UNROLL values
+        grid_x = -(-out_size // 64)
+        chunks = max(1, min(-(-blocks // grid_x), -(-nred // 32), MAX_GRID_Y))
+        per = -(-nred // chunks)
+        chunks = -(-nred // per)
+        per = np.int32(per) if it == "int" else np.int64(per)
+        grid1, extra_args, grid2 = (grid_x, chunks), (per,), -(-out_size // 256)
+    else:
+        chunks = max(1, min(-(-blocks // max(out_size, 1)), -(-nred // 1024)))
+        grid1, extra_args, grid2 = (chunks, out_size), (), out_size
     adt = np.dtype({"float": np.float32, "double": np.float64}.get(acc, dt))
 
     def empty(shape, dtype):  # (16-bit floats: allocated as their bits)
@@ -614,9 +685,9 @@ def _two_stage(params, lines, names, red, extras, acc, identity, reduce_expr, kn
         ext = [empty(shape, o.aval.dtype) for o in extras]
         if out_size:
             part = cp.empty(out_size * chunks, adt) if chunks > 1 else y
-            stage1((chunks, out_size), (256,), (*[bits(b) for b in ins], *ext, y, part))
+            stage1(grid1, (256,), (*[bits(b) for b in ins], *ext, y, part, *extra_args))
             if chunks > 1:
-                stage2((out_size,), (256,), (part, y, np.int32(chunks)))
+                stage2((grid2,), (256,), (part, y, np.int32(chunks)))
         return [b.view(d) if d in LOW else b
                 for b, d in zip([y] + ext, [dt] + [np.dtype(o.aval.dtype) for o in extras])]
     return run

@@ -4,7 +4,8 @@ and generated kernels.
 Where it sits: `jit` (through the `call` primitive's CUDA impl), `mx.ir.compile(graph,
 "cuda")` and eager composites come here. `lower` first inlines the composites this backend
 has no fused kernel for (so gelu(x*w+b) becomes one elementwise chain) and re-runs the
-pass pipeline when it did, then writes one line per node: fusion nodes call the kernel
+pass pipeline when it did, regroups fusion nodes (compiler/regroup.py: rematerialize,
+merge_elementwise), then writes one line per node: fusion nodes call the kernel
 from codegen.py (or, where codegen has none, their nodes one by one), other nodes call
 the backend's impl with params bound. Dead intermediates are dropped after their last
 use so the CuPy pool can reuse their memory. MIRAX_DEBUG=3 prints the plan. A top-level
@@ -24,6 +25,7 @@ import numpy as np
 
 from mirax.backends.cuda import codegen, graphs
 from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
+from mirax.compiler.regroup import merge_elementwise, rematerialize
 from mirax.core.avals import ShapedArray
 from mirax.ir.graph import Graph
 
@@ -83,7 +85,9 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     by one (merging them would make the same fusion node again)."""
     from mirax.compiler.fusion import fusion_p
     graph = prepare(be, graph)
-    if merge and os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":  # =0: measure without it
+    if merge and os.environ.get("MIRAX_CUDA_REMAT", "1") != "0":  # =0: measure without it
+        graph = rematerialize(graph)
+    if merge and os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":
         graph = merge_elementwise(graph)
     names: dict = {}
     env: dict = {}
@@ -109,6 +113,8 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     body = []
     for i, node in enumerate(graph.nodes):
         k = f"_k{i}"
+        if merge and node.prim.name in codegen.REDUCE and codegen.reduction_layout(node):
+            node = _alone(node)  # a reduction by itself: codegen's kernel too
         if node.prim is fusion_p:
             env[k] = fusion_callable(be, node, host_consts)
             be.report[("fusion", "native" if getattr(env[k], "fused", False)
@@ -145,110 +151,14 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     return run
 
 
-# --- merging elementwise groups (CUDA only) ------------------------------------------------------
-def _ew_names() -> set:
-    from mirax.compiler.fusion import _elementwise_names
-    return _elementwise_names()
-
-
-def _members(node, ew) -> list | None:
-    """The elementwise nodes `node` computes (itself, or a fusion node's chain), or None when
-    it is not a pure elementwise group (a reduction, any other primitive)."""
-    from mirax.compiler.fusion import fusion_p
-    if node.prim is fusion_p:
-        sub = node.params["graph"].nodes
-        return list(sub) if all(n.prim.name in ew for n in sub) else None
-    if node.prim.name in ew and len(node.outputs) == 1:
-        return [node]
-    return None
-
-
-def merge_elementwise(graph: Graph) -> Graph:
-    """Merge elementwise groups into their elementwise consumers where the compiler's fusion
-    pass (which grows one group along the node order) left them apart: an optimizer's
-    update `b1 * m + (1 - b1) * g` starts two groups, and the chain
-    m -> m_hat -> update -> new p spans several; after merging, one kernel per parameter
-    reads p, m, v, g and writes p, m, v. A group P joins its consumer C when both are
-    elementwise over one shape and every other use of P's outputs comes after C (the merged
-    node sits at C's position; P's outputs used elsewhere stay outputs). A broadcast of a
-    0-d value feeding a group is read as that value (no materialized array)."""
-    from mirax.compiler.fusion import fusion_p
-    ew = _ew_names()
-    nodes = list(graph.nodes)
-    outs = set(graph.outputs)
-    # 0-d broadcasts: out var -> the scalar var
-    scalar_of = {n.outputs[0]: n.inputs[0] for n in nodes
-                 if n.prim.name == "broadcast_in_dim" and n.inputs[0].aval.ndim == 0
-                 and n.outputs[0] not in outs}
-    changed = True
-    merged_any = False
-    while changed:
-        changed = False
-        producer, users = {}, {}
-        for i, n in enumerate(nodes):
-            for v in n.inputs:
-                users.setdefault(v, []).append(i)
-            for o in n.outputs:
-                producer[o] = i
-        for ci, c in enumerate(nodes):
-            if (c.prim is fusion_p or c.prim.name in ew) and \
-                    any(v in scalar_of for v in c.inputs):
-                members = c.params["graph"].nodes if c.prim is fusion_p else [c]
-                nodes[ci] = _group(c, members, [], c.outputs, scalar_of, ew)
-                changed = merged_any = True
-                break
-            cm = _members(c, ew)
-            if cm is None:
-                continue
-            shape = tuple(c.outputs[0].aval.shape)
-            for v in dict.fromkeys(c.inputs):
-                pi = producer.get(v)
-                if pi is None:
-                    continue
-                p = nodes[pi]
-                pm = _members(p, ew)
-                if pm is None or tuple(p.outputs[0].aval.shape) != shape or \
-                        any(tuple(o.aval.shape) != shape for o in p.outputs):
-                    continue
-                if any(u != ci and u < ci for o in p.outputs for u in users.get(o, ())):
-                    continue
-                keep = [o for o in p.outputs
-                        if o in outs or any(u != ci for u in users.get(o, ()))]
-                nodes[ci] = _group(c, pm + cm, keep, c.outputs, scalar_of, ew)
-                del nodes[pi]
-                changed = merged_any = True
-                break
-            if changed:
-                break
-    if not merged_any:
-        return graph
-    used = set(graph.outputs)
-    for n in nodes:
-        used.update(n.inputs)
-    nodes = [n for n in nodes if n.prim is fusion_p or any(o in used for o in n.outputs)]
-    return graph.replace(nodes=nodes)
-
-
-def _group(c, members, extra_outs, c_outs, scalar_of, ew):
-    """A fusion node computing `members`, with outputs `c_outs` + `extra_outs`; elementwise
-    members read 0-d values in place of their broadcasts."""
+def _alone(node):
+    """A fusion node computing `node` alone."""
     from mirax.compiler.fusion import fusion_p
     from mirax.ir.graph import Node
-    members = [Node(n.prim, [scalar_of.get(v, v) for v in n.inputs], n.params, n.outputs,
-                    n.source) if n.prim.name in ew and any(v in scalar_of for v in n.inputs)
-               else n for n in members]
-    made = {o for n in members for o in n.outputs}
-    ins = {}
-    for n in members:
-        for v in n.inputs:
-            if v not in made:
-                ins[v] = None
-    outputs = list(dict.fromkeys(list(c_outs) + list(extra_outs)))
-    name = c.params["name"] if c.prim is fusion_p else c.prim.name
-    name = name if name.startswith("merged_") else "merged_" + name
-    sub = Graph(name)
-    sub.inputs, sub.nodes, sub.outputs = list(ins), members, outputs
-    return Node(fusion_p, list(ins), {"graph": sub, "name": name}, outputs, c.source)
+    sub = Graph(node.prim.name)
+    sub.inputs, sub.nodes, sub.outputs = list(node.inputs), [node], list(node.outputs)
+    return Node(fusion_p, node.inputs, {"graph": sub, "name": node.prim.name}, node.outputs,
+                node.source)
 
 
 # --- profiling ------------------------------------------------------------------------------------
@@ -299,12 +209,13 @@ def fusion_callable(be, node, host_consts: dict):
         if sub.nodes[-1].prim.name in codegen.REDUCE:
             red = sub.nodes[-1]
             src = red.inputs[0].aval
-            # a large sum over leading axes (bias gradients): chain kernel, then a GEMV
+            # a large sum over leading axes without a generated kernel (MIRAX_CUDA_TWO_STAGE=0):
+            # chain kernel, then a GEMV
             gemv = red.prim.name == "reduce_sum" and src.size >= GEMV_MIN and \
                 leading(red.params["axes"], src.ndim) and \
                 np.dtype(src.dtype) in (np.dtype(np.float32), np.dtype(np.float64))
-            if not gemv and (list(sub.outputs) == [red.outputs[0]] or codegen.with_values(sub)):
-                run = codegen.reduction_kernel(sub, inline, kname)  # (with_values: a loss)
+            if codegen.with_values(sub) or (not gemv and list(sub.outputs) == [red.outputs[0]]):
+                run = codegen.reduction_kernel(sub, inline, kname)  # (and the chain's values)
             else:  # other chain values are needed too: one elementwise kernel, then reduce
                 pre = Graph(kname)
                 pre.inputs, pre.nodes = sub.inputs, sub.nodes[:-1]
