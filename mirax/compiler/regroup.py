@@ -1,6 +1,9 @@
 """Regrouping fusion nodes after `fuse`, for a backend that compiles each fusion node into
-one kernel (CUDA): two Graph -> Graph passes over the planned graph's top level.
+one kernel (CUDA): Graph -> Graph passes over the planned graph's top level, run in this
+order.
 
+- `fold_broadcasts`: fusion nodes read a broadcast's operand (per-row values as [B, T, 1])
+  instead of the broadcast array, which is then not made.
 - `rematerialize`: a fusion node (elementwise, or ending in a reduction) that reads values
   an elementwise group made recomputes them from that group's own inputs when it then
   reads no more arrays of its shape than before. The group stops storing values nobody
@@ -11,7 +14,7 @@ one kernel (CUDA): two Graph -> Graph passes over the planned graph's top level.
   a reduction: a bias gradient) where `fuse`, which grows one group along the node order,
   left them apart.
 
-Both read only the graph; recomputed values are bitwise what the group computed, up to a
+They read only the graph; recomputed values are bitwise what the group computed, up to a
 float32 chain contracted to an FMA differently in two kernels.
 """
 from __future__ import annotations
@@ -131,6 +134,84 @@ def _uses(nodes):
         for o in n.outputs:
             producer[o] = i
     return producer, users
+
+
+# --- broadcasts read in place ---------------------------------------------------------------
+def fold_broadcasts(graph: Graph) -> Graph:
+    """Fusion nodes (and elementwise ones) read a broadcast's operand instead of the
+    broadcast array where their elementwise ops broadcast it anyway: a layer norm's
+    backward broadcasts per-row values [B, T] to [B, T, D] (broadcast_in_dim over dims
+    (0, 1)); its fusion nodes now read them as [B, T, 1] (a reshape: a view), so the
+    kernels index them and nothing of the full size is made or read. Only broadcasts that
+    keep the operand's axis order, of an operand of rank >= 1 (0-d ones are
+    merge_elementwise's), and only uses where every op's result keeps its shape; a
+    broadcast nothing else reads is dropped."""
+    from mirax.ops.shape import reshape_p
+    ew = _elementwise_names()
+    nodes, extra = list(graph.nodes), {}
+    made = {}  # broadcast output -> (its operand reshaped, the reshape node)
+    for n in graph.nodes:
+        if n.prim.name == "broadcast_in_dim" and n.inputs[0].aval.ndim >= 1 and \
+                list(n.params["broadcast_dimensions"]) == \
+                sorted(n.params["broadcast_dimensions"]):
+            u, out = n.inputs[0], n.outputs[0]
+            sizes = [1] * out.aval.ndim
+            for d, size in zip(n.params["broadcast_dimensions"], u.aval.shape):
+                sizes[d] = size
+            r = Var(reshape_p.abstract_eval(u.aval, new_sizes=tuple(sizes)))
+            made[out] = (r, Node(reshape_p, [u], {"new_sizes": tuple(sizes)}, [r], n.source))
+    if not made:
+        return graph
+    changed = False
+    for i, c in enumerate(nodes):
+        if not (c.prim is fusion_p or c.prim.name in ew) or not any(v in made for v in c.inputs):
+            continue
+        members = c.params["graph"].nodes if c.prim is fusion_p else [c]
+        swap = {v: made[v][0] for v in c.inputs
+                if v in made and _folds(members, c.outputs, v, made[v][0], ew)}
+        if not swap:
+            continue
+        body = [Node(m.prim, [swap.get(v, v) for v in m.inputs], m.params, m.outputs,
+                     m.source) for m in members]
+        if c.prim is fusion_p:
+            new = Graph(c.params["graph"].name)
+            new.inputs = list(dict.fromkeys(swap.get(v, v) for v in c.inputs))
+            new.nodes, new.outputs = body, list(c.outputs)
+            body = [Node(fusion_p, new.inputs, {**c.params, "graph": new}, c.outputs,
+                         c.source)]
+        nodes[i] = body[0]
+        for v in swap:
+            extra.setdefault(made[v][1], i)
+        changed = True
+    if not changed:
+        return graph
+    # each reshape goes right before its first reader; broadcasts nothing reads go
+    first = {}
+    for node, i in extra.items():
+        first.setdefault(i, []).append(node)
+    out = []
+    for i, n in enumerate(nodes):
+        out += first.get(i, [])
+        out.append(n)
+    used = set(graph.outputs) | {v for n in out for v in n.inputs}
+    out = [n for n in out if n.prim.name != "broadcast_in_dim" or n.outputs[0] in used]
+    return graph.replace(nodes=out)
+
+
+def _folds(members, outputs, v, r, ew) -> bool:
+    """Can the chain `members` read `r` (v's operand, reshaped) where it reads v: is every
+    use elementwise, its result's shape the same with r in place of v?"""
+    import numpy as np
+    if v in outputs:
+        return False
+    for m in members:
+        if v in m.inputs:
+            if m.prim.name not in ew:
+                return False
+            shapes = [tuple((r if u is v else u).aval.shape) for u in m.inputs]
+            if np.broadcast_shapes(*shapes) != tuple(m.outputs[0].aval.shape):
+                return False
+    return True
 
 
 # --- rematerialization ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ import mirax.numpy as mnp
 from mirax.compiler import optimize
 from mirax.compiler.decompose import decompose
 from mirax.compiler.fusion import fusion_p
-from mirax.compiler.regroup import merge_elementwise, rematerialize
+from mirax.compiler.regroup import fold_broadcasts, merge_elementwise, rematerialize
 from mirax.ir.interpret import eval_graph
 
 
@@ -104,3 +104,22 @@ def test_merge_into_a_reduction():
     assert len(_fusions(g2)) == len(_fusions(g)) - 1, g2
     assert _fusions(g2)[-1].params["graph"].nodes[-1].prim.name == "reduce_sum"
     _same(g, g2, *args)
+
+
+def test_fold_broadcasts():
+    """A layer norm's backward: its per-row broadcasts are read in place ([B, T, 1]) by
+    the fusion nodes and not made; values bitwise as before."""
+    rng = np.random.default_rng(3)
+    x = mnp.asarray(rng.standard_normal((2, 5, 16)).astype(np.float32))
+    w = mnp.asarray(rng.standard_normal(16).astype(np.float32))
+
+    def loss(x, w):
+        return mnp.sum(mx.nn.layer_norm(x, w, w) ** 2)
+    g = _planned(mx.grad(loss, argnums=(0, 1)), x, w)
+    count = lambda g: sum(n.prim.name == "broadcast_in_dim" and n.inputs[0].aval.ndim > 0  # noqa
+                          for n in g.nodes)
+    assert count(g) > 0
+    g2 = fold_broadcasts(g).typecheck()
+    assert count(g2) == 0
+    assert any(v.aval.shape == (2, 5, 1) for n in _fusions(g2) for v in n.inputs)
+    _same(g, g2, x, w)

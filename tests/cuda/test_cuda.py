@@ -437,6 +437,32 @@ def test_bool_reductions_fused():
     _close(mx.jit(f)(_cuda(x)), f(mx.asarray(x)))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_fused_row_broadcasts(dtype):
+    """Per-row values [B, T, 1] and a [T, 1] block against [B, T, D] in one flat kernel
+    (index arithmetic, nothing broadcast in memory), and a layer norm's backward, whose
+    per-row broadcasts the fusion nodes read in place: values as on the CPU."""
+    rng = _rng("row bcast", dtype)
+    x = _low(rng.standard_normal((3, 50, 70)), dtype)
+    r, c, b = (_low(rng.standard_normal(sh), dtype) for sh in ((3, 50), (50, 1), (70,)))
+    f = lambda x, r, c, b: (x * r[..., None] + c) * b  # noqa: E731
+    before = _op_by_op()
+    got = mx.jit(f)(*(_cuda(a) for a in (x, r, c, b)))
+    assert _op_by_op() == before
+    exact = 1e-6 if dtype == "float32" else 0
+    _close(np.asarray(got).astype(np.float64), _host(f, x, r, c, b), exact, exact)
+    w = _low(rng.standard_normal(70), dtype)
+    loss = lambda x, w: mnp.sum(mx.nn.layer_norm(x, w, w).astype("float32") ** 2)  # noqa
+    gx, gw = mx.jit(mx.grad(loss, argnums=(0, 1)))(_cuda(x), _cuda(w))
+    assert _op_by_op() == before
+    wx, ww = mx.grad(loss, argnums=(0, 1))(x, w)
+    tol = 1e-4 if dtype == "float32" else 5e-2
+    for g, want in ((gx, wx), (gw, ww)):
+        scale = float(np.max(np.abs(np.asarray(want).astype(np.float32))))
+        _close(np.asarray(g).astype(np.float32) / scale,
+               np.asarray(want).astype(np.float32) / scale, tol, tol)
+
+
 # --- generated reductions: codegen's two-stage (few outputs, rows) and column kernels ----------
 @pytest.fixture
 def two_stage(monkeypatch):
@@ -664,8 +690,8 @@ def test_column_reductions(dtype, two_stage):
         y, s = g(_cuda(x), _cuda(b))
         assert _op_by_op() == before
         want_y = _host(lambda x, b: chain(x, b) * 2.0, x, b)
-        exact = 1e-6 if dtype == "float32" else 0
-        _close(np.asarray(y).astype(np.float64), want_y, exact, 0, what=f"values {shape}")
+        exact = 1e-6 if dtype == "float32" else 0  # (an FMA in the float32 chain)
+        _close(np.asarray(y).astype(np.float64), want_y, exact, exact, what=f"values {shape}")
         _close(np.asarray(s).astype(np.float64), want_y.sum(axis=axes), _RTOL[dtype],
                _RTOL[dtype] * float(np.sqrt(np.prod(shape) / want_y.sum(axis=axes).size)))
     assert set(two_stage.layouts) == {"columns"}, two_stage.layouts
@@ -702,8 +728,8 @@ def test_row_reductions_with_values(dtype, two_stage):
         y, s = f(_cuda(x), _cuda(w))
         assert _op_by_op() == before
         want_y = _host(chain, x, w)
-        exact = 1e-6 if dtype == "float32" else 0
-        _close(np.asarray(y).astype(np.float64), want_y, exact, 0, what=f"values {shape}")
+        exact = 1e-6 if dtype == "float32" else 0  # (an FMA in the float32 chain)
+        _close(np.asarray(y).astype(np.float64), want_y, exact, exact, what=f"values {shape}")
         tol = _RTOL[dtype] * float(np.sqrt(shape[-1]))
         _close(np.asarray(s).astype(np.float64), want_y.sum(axis=-1), _RTOL[dtype], tol,
                what=f"sums {shape}")

@@ -53,7 +53,8 @@ LOW = {np.dtype(np.float16): "h", dtypes.bfloat16: "bf"}  # 16-bit floats: stora
 _PARAM.update({d: "uint16" for d in LOW})
 
 # bits <-> float for the 16-bit floats; mirax_r* rounds a float to the storage type and back.
-# bfloat16 from float: round to nearest even on the bits, NaN kept quiet (as ml_dtypes).
+# float -> 16 bits: one cvt.rn instruction (round to nearest even, as NumPy and ml_dtypes;
+# a NaN comes out as the canonical quiet NaN, where ml_dtypes keeps a payload).
 HALF_PRELUDE = r"""
 __device__ __forceinline__ float mirax_h2f(unsigned short h) {
   float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
@@ -65,9 +66,7 @@ __device__ __forceinline__ float mirax_bf2f(unsigned short h) {
   return __uint_as_float(((unsigned int)h) << 16);
 }
 __device__ __forceinline__ unsigned short mirax_f2bf(float f) {
-  const unsigned int u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  unsigned short h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
 }
 __device__ __forceinline__ float mirax_rh(float f) { return mirax_h2f(mirax_f2h(f)); }
 __device__ __forceinline__ float mirax_rbf(float f) { return mirax_bf2f(mirax_f2bf(f)); }
@@ -345,9 +344,10 @@ def elementwise_kernel(sub, inline: dict, outputs, name="fused"):
 
 
 def _flat_kernel(params, lines, names, outputs, shape, kname):
-    """A raw kernel with flat indices, when every input is the full shape, a trailing
-    block of it (a bias over the last axes: index i % m) or one value; None otherwise. It
-    skips CuPy's per-element n-d index arithmetic."""
+    """A raw kernel with flat indices, when every input is the full shape, a block of it
+    (a bias over the last axes: index i % m; per-row values [B, T, 1] of [B, T, D]: index
+    i / D, then % m) or one value; None otherwise. It skips CuPy's per-element n-d index
+    arithmetic."""
     n = int(np.prod(shape))
     itype = _itype(n)
     at = {}
@@ -355,12 +355,17 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
         vs = tuple(v.aval.shape)
         while vs and vs[0] == 1:
             vs = vs[1:]
-        if int(np.prod(vs)) == 1:
+        ones = 0  # trailing size-1 dims: broadcast over the innermost values
+        while ones < len(vs) and vs[len(vs) - 1 - ones] == 1:
+            ones += 1
+        core = vs[:len(vs) - ones]
+        inner = int(np.prod(shape[len(shape) - ones:])) if ones else 1
+        m = int(np.prod(core))
+        if m == 1:
             at[i] = None
-        elif vs == shape:
-            at[i] = "i"
-        elif vs and vs == shape[len(shape) - len(vs):]:
-            at[i] = f"i % ({itype}){int(np.prod(vs))}"
+        elif core == shape[len(shape) - len(vs):len(shape) - ones]:
+            idx = f"i / ({itype}){inner}" if inner > 1 else "i"
+            at[i] = idx if m * inner == n else f"({idx}) % ({itype}){m}"
         else:
             return None
     decl, pre, loads, compute = _staged(params, lines, at)

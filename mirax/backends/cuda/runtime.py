@@ -4,8 +4,8 @@ and generated kernels.
 Where it sits: `jit` (through the `call` primitive's CUDA impl), `mx.ir.compile(graph,
 "cuda")` and eager composites come here. `lower` first inlines the composites this backend
 has no fused kernel for (so gelu(x*w+b) becomes one elementwise chain) and re-runs the
-pass pipeline when it did, regroups fusion nodes (compiler/regroup.py: rematerialize,
-merge_elementwise), then writes one line per node: fusion nodes call the kernel
+pass pipeline when it did, regroups fusion nodes (compiler/regroup.py: fold_broadcasts,
+rematerialize, merge_elementwise), then writes one line per node: fusion nodes call the kernel
 from codegen.py (or, where codegen has none, their nodes one by one), other nodes call
 the backend's impl with params bound. Dead intermediates are dropped after their last
 use so the CuPy pool can reuse their memory. MIRAX_DEBUG=3 prints the plan. A top-level
@@ -25,7 +25,7 @@ import numpy as np
 
 from mirax.backends.cuda import codegen, graphs
 from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
-from mirax.compiler.regroup import merge_elementwise, rematerialize
+from mirax.compiler.regroup import fold_broadcasts, merge_elementwise, rematerialize
 from mirax.core.avals import ShapedArray
 from mirax.ir.graph import Graph
 
@@ -86,7 +86,7 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     from mirax.compiler.fusion import fusion_p
     graph = prepare(be, graph)
     if merge and os.environ.get("MIRAX_CUDA_REMAT", "1") != "0":  # =0: measure without it
-        graph = rematerialize(graph)
+        graph = rematerialize(fold_broadcasts(graph))
     if merge and os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":
         graph = merge_elementwise(graph)
     names: dict = {}
