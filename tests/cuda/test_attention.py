@@ -117,8 +117,9 @@ def _check(got, want, dtype, what):
     np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=what)
 
 
-# shapes across several tensor-core tiles (64 rows, 64 keys): odd lengths, partial tiles on
-# the causal diagonal, head dims 16 .. 128
+# shapes across several tensor-core tiles (blocks of 64 rows or keys, streamed tiles of 64
+# or 32 through two shared-memory stages): odd lengths, partial tiles on the causal
+# diagonal, head dims 16 .. 128
 TILE_CASES = [
     _case("tc_d64_causal_odd", B=1, T=193, H=2, D=64, causal=True),
     _case("tc_d128_cross", B=1, T=70, S=131, H=2, D=128),
@@ -126,6 +127,8 @@ TILE_CASES = [
     _case("tc_d80_bias_causal", B=1, T=129, H=1, D=80, Dv=48, causal=True, bias="full"),
     _case("tc_d16_cross_causal", B=2, T=100, S=67, H=1, D=16, causal=True),
     _case("tc_d96_scale", B=1, T=65, H=3, D=96, Dv=128, scale=0.05),
+    _case("tc_d64_long_window", B=1, T=300, H=2, D=64, causal=True, window=(150, 0)),
+    _case("tc_d128_long_cross", B=1, T=260, S=333, H=1, D=128, causal=True),
 ]
 _FAST = {"all", "cross_causal_mask", "pad_dims", "bias_bcast", "window", "tc_d64_causal_odd",
          "tc_d128_cross"}  # the rest of the forced-path cases are marked slow
@@ -255,6 +258,28 @@ def test_unsupported_falls_back_and_is_counted():
     np.testing.assert_allclose(np.asarray(mx.nn.dot_product_attention(*big)),
                                np.asarray(want), rtol=1e-5, atol=1e-5)
     assert attention.fallbacks["head dims 160, 160"] >= 1
+
+
+def test_blas_path_is_captured_as_a_cuda_graph(monkeypatch):
+    """The float32 cuBLAS path calls cuBLAS through library's ctypes handle, so a plan that
+    runs it can be captured as a CUDA graph (CuPy's binding refused the capture)."""
+    from mirax.backends.cuda import graphs
+    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+    monkeypatch.setattr(attention, "force_path", "blas")
+    rng = _rng("graph")
+    host = [rng.standard_normal((1, 40, 2, 16)).astype(np.float32) for _ in range(3)]
+
+    def loss(q, k, v):
+        return (mx.nn.dot_product_attention(q, k, v, is_causal=True) ** 2).sum()
+    f = mx.jit(mx.value_and_grad(loss, argnums=(0, 1, 2)))
+    captured = graphs.stats["captured"]
+    for _ in range(4):  # warm-up, capture, replays
+        val, gs = f(*[mx.device_put(a, "cuda") for a in host])
+    assert graphs.stats["captured"] == captured + 1, graphs.failures
+    want_val, want_gs = mx.value_and_grad(loss, argnums=(0, 1, 2))(*map(mx.asarray, host))
+    np.testing.assert_allclose(float(val), float(want_val), rtol=1e-4)
+    for g, w in zip(gs, want_gs):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-4, atol=1e-5)
 
 
 def test_geometry():

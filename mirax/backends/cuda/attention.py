@@ -45,6 +45,7 @@ in the dispatch report and by reason in `fallbacks`): float64, head dims over 12
 """
 from __future__ import annotations
 
+import ctypes
 import os
 from collections import Counter
 
@@ -52,14 +53,13 @@ import cupy as cp
 import numpy as np
 
 from mirax.backends.cuda import attention_kernels as kernels
+from mirax.backends.cuda import library
 from mirax.backends.cuda.library import COMPUTE_32F, CUDA_TYPE, GEMM_DEFAULT, LOW
 from mirax.core import dtypes
 
-NT = 128   # threads per block (every family)
+NT = 128   # simt: threads per block
 BK = 32    # simt: keys per shared-memory tile (forward, dq)
 BQ = 32    # simt: queries per shared-memory tile (dk/dv)
-BM = 64    # tc: query rows per block (16 per warp)
-BN = 64    # tc: keys per tile (forward, dq) and per block (dk/dv)
 MAX_D = 128
 BLAS_MIN_SCORES = 1 << 18   # float32 backward: cuBLAS from T*S = 512 x 512 on (measured
 #                             at 1024 x 1024: 3.97 ms against 4.15 on CUDA cores)
@@ -216,20 +216,43 @@ def _simt_backward(c, do, delta, dq, dk, dv, dbias):
 
 
 # --- tensor cores -----------------------------------------------------------------------------
+def tc_tiles(d: int, dv: int) -> dict:
+    """The tensor-core kernels' tile #defines for head dims d, dv (multiples of 16).
+
+    Forward: NWF warps of 16 MTF query rows over K/V tiles of BNF keys; dq: NWD warps of
+    16 rows over BND-key tiles; dk/dv: NWK warps of 16 keys over BMQ-query tiles. Chosen by
+    timing variants on an H200 (bf16, [8,1024,16,64] causal, ms): blocks of 4 warps beat
+    8 (several blocks a multiprocessor keep the tensor cores busy while another block is
+    at its barrier or its softmax): fwd 0.099 (8 warps 0.103; MTF 2, 32 rows a warp,
+    0.125: 251 registers), dq 0.122 (8 warps 0.173), dk/dv with BMQ 32 0.290 (BMQ 64:
+    238 registers, 0.380; 8 warps 0.43)."""
+    return {"D": d, "DV": dv, "NWF": 4, "MTF": 1, "BNF": 64, "NWD": 4, "BND": 64, "NWK": 4,
+            "BMQ": 32}
+
+
 def _tc(c):
-    bmq = 64 if max(c.D, c.DV) <= 64 else 32
-    mod = module("tc", c.dtype, D=c.D, DV=c.DV, NT=NT, BM=BM, BN=BN, BMQ=bmq)
+    t = tc_tiles(c.D, c.DV)
+    mod = module("tc", c.dtype, **t)
     ldk, ldv = c.D + 8, c.DV + 8  # shared-memory row strides (elements of 2 bytes)
-    smem = {"mx_tc_fwd": 2 * BN * (ldk + ldv), "mx_tc_stats": 2 * BN * ldk,
-            "mx_tc_dq": 2 * (BM + BN) * (ldk + ldv),
-            "mx_tc_dkdv": 2 * (BN + bmq) * (ldk + ldv) + 8 * bmq}
+    bmf, bmd, bnk = 16 * t["MTF"] * t["NWF"], 16 * t["NWD"], 16 * t["NWK"]
+    bnf, bnd, bmq = t["BNF"], t["BND"], t["BMQ"]
+    # name: (threads, rows (queries or keys) a block, shared-memory bytes); two stages of
+    # each streamed tile
+    kernels = {"mx_tc_fwd": (32 * t["NWF"], bmf, 2 * (bmf * ldk + 2 * bnf * (ldk + ldv))),
+               "mx_tc_stats": (32 * t["NWF"], bmf, 2 * (bmf * ldk + 2 * bnf * ldk)),
+               "mx_tc_dq": (32 * t["NWD"], bmd, 2 * (bmd + 2 * bnd) * (ldk + ldv)),
+               "mx_tc_dkdv": (32 * t["NWK"], bnk,
+                              2 * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)}
 
     def launch(name, n_rows, args):
+        threads, rows, smem = kernels[name]
         fn = mod.get_function(name)
-        if smem[name] > 48 * 1024 and (id(mod), name) not in _opted_in:
-            fn.max_dynamic_shared_size_bytes = smem[name]  # over the default: opt in, once
-            _opted_in.add((id(mod), name))                # (Hopper allows 227 KB a block)
-        fn((-(-n_rows // 64), c.H, c.B), (NT,), args, shared_mem=smem[name])
+        if smem > 48 * 1024 and (id(mod), name) not in _opted_in:
+            fn.max_dynamic_shared_size_bytes = smem  # over the default: opt in, once
+            _opted_in.add((id(mod), name))          # (Hopper allows 227 KB a block)
+        # x: (batch, head), fastest; y: the row tile, so that a causal launch starts every
+        # head's longest tiles first
+        fn((c.B * c.H, -(-n_rows // rows)), (threads,), args, shared_mem=smem)
     return launch
 
 
@@ -254,9 +277,19 @@ def _gemm(m, n, k, a, b, out, batch, alpha=1.0):
 
     a, b: (pointer, cuda type, row stride, batch stride, transposed?), out: the same less the
     flag. Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (b, a), each
-    transposed exactly when it is used transposed."""
-    from cupy_backends.cuda.libs import cublas
+    transposed exactly when it is used transposed. Through library's ctypes handle (its
+    own workspace, set with the stream), so that a CUDA-graph capture can take it; CuPy's
+    binding only where that handle could not be made."""
     (ap, at, lda, sa, ta), (bp, bt, ldb, sb, tb), (cp_, ct, ldc, sc) = a, b, out
+    blas = library._get_blas()
+    if blas is not None:
+        al, be = ctypes.c_float(alpha), ctypes.c_float(0.0)
+        library._check(blas.batched(blas.handle(), int(tb), int(ta), n, m, k, ctypes.byref(al),
+                                    bp, bt, ldb, sb, ap, at, lda, sa, ctypes.byref(be), cp_,
+                                    ct, ldc, sc, batch, COMPUTE_32F, GEMM_DEFAULT),
+                       "cublasGemmStridedBatchedEx")
+        return
+    from cupy_backends.cuda.libs import cublas
     handle = cp.cuda.device.get_cublas_handle()
     cublas.setStream(handle, cp.cuda.get_current_stream().ptr)
     al, be = np.array([alpha], np.float32), np.zeros(1, np.float32)
@@ -359,9 +392,13 @@ def _delta(c, ct, out):
     do, o = (_contig(x.astype(c.dtype, copy=False)) for x in (ct, out))
     delta = cp.empty((c.B, c.H, c.T), cp.float32)
     rows = c.B * c.T * c.H
-    module("aux", c.dtype).get_function("mx_attn_delta")(
-        (-(-rows // 4),), (128,), (_ptr(do), _ptr(o), _ptr(delta), np.int32(rows),
-                                   np.int32(c.T), np.int32(c.H), np.int32(c.DV0)))
+    args = (_ptr(do), _ptr(o), _ptr(delta), np.int32(rows), np.int32(c.T), np.int32(c.H),
+            np.int32(c.DV0))
+    aux = module("aux", c.dtype)
+    if c.dtype in LOW and c.DV0 % 8 == 0:  # 16-byte loads, 8 lanes a row
+        aux.get_function("mx_attn_delta8")((-(-rows // 32),), (256,), args)
+    else:
+        aux.get_function("mx_attn_delta")((-(-rows // 4),), (128,), args)
     return delta
 
 

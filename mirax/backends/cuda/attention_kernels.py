@@ -4,10 +4,12 @@ Three families, each a source string that `source(kind, ...)` prefixes with #def
 - "simt": flash-attention-style kernels on CUDA cores, any dtype (fwd, stats, dq, dk/dv);
   TPR threads share one query (or key) row.
 - "tc": flash attention on tensor cores for f16/bf16 (mma.sync m16n8k16, float32
-  accumulation): fwd, stats, dq and dk/dv, 4 warps of 16 rows each; P and dS go from the
+  accumulation, ldmatrix fragments): fwd, stats, dq and dk/dv, warps of 16 rows (or 16 MTF
+  in the forward), tile sizes set by #defines (attention.tc_tiles); the streamed K/V (or
+  Q/dO) tiles are double-buffered in shared memory by cp.async; P and dS go from the
   accumulator fragments straight into the next product's A operand (no shared memory).
-- "aux": delta = rowsum(dO * O) and the row kernels of the cuBLAS path (masked softmax of a
-  score matrix; dS = P * (dP - delta)).
+- "aux": delta = rowsum(dO * O) (16-byte loads for f16/bf16) and the row kernels of the
+  cuBLAS path (masked softmax of a score matrix; dS = P * (dP - delta)).
 
 All share PRELUDE: the storage type T (float, or the raw 16 bits of f16/bf16), the
 causal / sliding-window / mask / bias test `attend`, and the key range of a query tile.
@@ -405,8 +407,17 @@ TC = r"""
 // a1 (g+8, 2tq..), a2 (g, 2tq+8..), a3 (g+8, 2tq+8..); B (16x8) b0 (k 2tq..+1, n g),
 // b1 (k 2tq+8..+1, n g); C (16x8) c0 c1 (g, 2tq..+1), c2 c3 (g+8, 2tq..+1). The C fragments
 // of two adjacent n8 tiles are, packed in pairs, the A fragment of a 16x16 block.
+//
+// Tiles: the forward's block holds BMF = 16 MTF NWF query rows (NWF warps of 16 MTF rows:
+// each K/V fragment read from shared memory feeds MTF mma row tiles) and streams K/V tiles
+// of BNF keys; dq's holds BMD = 16 NWD rows, K/V tiles of BND keys; dk/dv's holds
+// BNK = 16 NWK keys and streams Q/dO tiles of BMQ queries. Streamed tiles go through two
+// shared-memory stages filled by cp.async: tile i + 1 loads while tile i is used.
 #define LDK (D + 8)   // shared-memory row strides (+16 bytes: conflict-free ldmatrix)
 #define LDV (DV + 8)
+#define BMF (16 * MTF * NWF)
+#define BMD (16 * NWD)
+#define BNK (16 * NWK)
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 extern __shared__ __align__(16) unsigned char smem[];  // dynamic: the tiles of one block
@@ -428,10 +439,32 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi) {  // lo in the lo
   asm(CVT2 " %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+__device__ __forceinline__ float ex2(float x) {  // 2^x on the SFU; 2^-inf = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ unsigned saddr(const void* p) {
   unsigned r;
   asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }" : "=r"(r) : "l"(p));
   return r;
+}
+// cp.async: global -> shared without registers, zeros where !ok (no bytes are read then);
+// a thread's copies complete by commit groups (cp_wait<N>: all but the newest N groups).
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"(saddr(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp4(void* dst, const void* src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+               :: "r"(saddr(dst)), "l"(src), "r"(ok ? 4 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
 // Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
 __device__ __forceinline__ void ldsm4(unsigned* r, const T* p) {
@@ -515,25 +548,35 @@ __device__ __forceinline__ void pack_a(unsigned* a, float (*x)[4], int kb) {
 }
 
 // Rows [row0, row0 + NR) of a W-wide operand (global row r at src + r * gs) into the
-// shared tile dst[NR][ld], 16 bytes a thread; rows at or past n are zeros.
-template <int NR, int W>
+// shared tile dst[NR][ld] by cp.async, 16 bytes a thread (NTH threads); rows at or past n
+// are zeros.
+template <int NR, int W, int NTH>
 __device__ __forceinline__ void load_rows(T* dst, int ld, const T* __restrict__ src,
                                           long long gs, int row0, int n) {
   constexpr int PER_ROW = W / 8, ALL = NR * PER_ROW;
 #pragma unroll
-  for (int j = 0; j < (ALL + NT - 1) / NT; j++) {
-    const int i = threadIdx.x + j * NT;
-    if (ALL % NT == 0 || i < ALL) {
+  for (int j = 0; j < (ALL + NTH - 1) / NTH; j++) {
+    const int i = threadIdx.x + j * NTH;
+    if (ALL % NTH == 0 || i < ALL) {
       const int r = i / PER_ROW, c = (i - r * PER_ROW) * 8;
-      uint4 x = make_uint4(0u, 0u, 0u, 0u);
-      if (row0 + r < n) x = *reinterpret_cast<const uint4*>(src + (row0 + r) * gs + c);
-      *reinterpret_cast<uint4*>(dst + r * ld + c) = x;
+      const bool ok = row0 + r < n;
+      cp16(dst + r * ld + c, src + (ok ? row0 + r : 0) * gs + c, ok);
     }
+  }
+}
+// src[row0 .. row0 + NR) into dst by cp.async (zeros at or past n).
+template <int NR, int NTH>
+__device__ __forceinline__ void load_vec(float* dst, const float* __restrict__ src, int row0,
+                                         int n) {
+  for (int i = threadIdx.x; i < NR; i += NTH) {
+    const bool ok = row0 + i < n;
+    cp4(dst + i, src + (ok ? row0 + i : 0), ok);
   }
 }
 
 // Scores of a warp's 16 rows x NJ*8 keys (row r0 + g + 8 (i >> 1), key k0 + 8 j + 2 tq +
 // (i & 1)) -> scaled, biased, in log2 units; -INF where the query does not attend the key.
+// A tile every row attends whole (causal at most, below the diagonal) costs one multiply.
 template <int NJ>
 __device__ __forceinline__ void scores_log2(float (*s)[4], const Extra& e, int b, int h,
                                             int r0, int k0, int Tq, int S, float scale,
@@ -541,128 +584,202 @@ __device__ __forceinline__ void scores_log2(float (*s)[4], const Extra& e, int b
   const int g = lane >> 2, tq = lane & 3;
   const bool full = !(e.flags & ~1) && k0 + NJ * 8 <= S &&
                     !((e.flags & 1) && k0 + NJ * 8 - 1 > r0);
+  if (full) {
+    const float sl2 = scale * LOG2E;
+#pragma unroll
+    for (int j = 0; j < NJ; j++) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) s[j][i] *= sl2;
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       float x = s[j][i] * scale;
-      if (!full) {
-        const int t = min(r0 + g + 8 * (i >> 1), Tq - 1), c = k0 + 8 * j + 2 * tq + (i & 1);
-        x = (c < S && attend(e, b, h, t, c, x)) ? x : -INF;
-      }
-      s[j][i] = x * LOG2E;
+      const int t = min(r0 + g + 8 * (i >> 1), Tq - 1), c = k0 + 8 * j + 2 * tq + (i & 1);
+      s[j][i] = (c < S && attend(e, b, h, t, c, x)) ? x * LOG2E : -INF;
     }
   }
 }
 
-// Forward (or, STATS, only the row logsumexp): a block of 4 warps owns BM = 64 query rows
-// (16 a warp); K/V tiles of BN = 64 keys through shared memory; online softmax in log2
-// units on the accumulator fragments.
+// Online softmax of one 16-row tile of scores s (log2 units) into the running max m, sum
+// l and accumulator acc (NO n8 tiles; none for STATS); s becomes P.
+template <bool STATS, int NJ, int NO>
+__device__ __forceinline__ void softmax_step(float (*s)[4], float* m, float* l,
+                                             float (*acc)[4]) {
+  float mx[2] = {m[0], m[1]};
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+    mx[0] = fmaxf(mx[0], fmaxf(s[j][0], s[j][1]));
+    mx[1] = fmaxf(mx[1], fmaxf(s[j][2], s[j][3]));
+  }
+  float mu[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+    mu[r] = mx[r] == -INF ? 0.f : mx[r];  // an empty row so far: p = 0, no NaN
+    const float alpha = ex2(m[r] - mu[r]);
+    m[r] = mx[r];
+    l[r] *= alpha;
+    if (!STATS) {
+#pragma unroll
+      for (int j = 0; j < NO; j++) {
+        acc[j][2 * r] *= alpha;
+        acc[j][2 * r + 1] *= alpha;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const float p = ex2(s[j][i] - mu[i >> 1]);
+      s[j][i] = p;
+      l[i >> 1] += p;
+    }
+  }
+}
+
+// Forward (or, STATS, only the row logsumexp) of the BMF query rows of block (b h, y).
 template <bool STATS>
 __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restrict__ k,
                                        const T* __restrict__ v, T* __restrict__ o,
                                        float* __restrict__ lse, const Extra& e, int Tq, int S,
                                        int H, float scale) {
-  T* Ks = reinterpret_cast<T*>(smem);  // [BN][LDK]; first the Q tile [BM][LDK]
-  T* Vs = Ks + BN * LDK;               // [BN][LDV]
+  constexpr int NTH = 32 * NWF, NJ = BNF / 8, NO = STATS ? 1 : DV / 8;
+  T* Qs = reinterpret_cast<T*>(smem);  // [BMF][LDK]
+  T* Kb = Qs + BMF * LDK;              // 2 stages of [BNF][LDK]
+  T* Vb = Kb + 2 * BNF * LDK;          // 2 stages of [BNF][LDV] (not STATS)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;  // causal: the longest rows first
-  const int r0 = q0 + warp * 16;
+  const int b = blockIdx.x / H, h = blockIdx.x - b * H;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * BMF;  // causal: the longest rows first
+  const int w0 = q0 + warp * 16 * MTF;                // this warp's first row
   const long long hb = (long long)b * H + h;
   const T* kbase = k + ((long long)b * S * H + h) * D;
   const T* vbase = v + ((long long)b * S * H + h) * DV;
-  unsigned qf[D / 16][4];
-  load_rows<BM, D>(Ks, LDK, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0, Tq);
-  __syncthreads();
-#pragma unroll
-  for (int kb = 0; kb < D / 16; kb++) frag_a(qf[kb], Ks, LDK, warp * 16, kb * 16, lane);
-  float acc[STATS ? 1 : DV / 8][4];
-#pragma unroll
-  for (int j = 0; j < (STATS ? 1 : DV / 8); j++)
-    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-  float mr[2] = {-INF, -INF}, lr[2] = {0.f, 0.f};
   int lo, hi;
-  key_range(e, q0, BM, S, BN, lo, hi);
-  for (int k0 = lo; k0 < hi; k0 += BN) {
-    __syncthreads();
-    load_rows<BN, D>(Ks, LDK, kbase, (long long)H * D, k0, S);
-    if (!STATS) load_rows<BN, DV>(Vs, LDV, vbase, (long long)H * DV, k0, S);
-    __syncthreads();
-    if ((e.flags & 1) && k0 > r0 + 15) continue;  // causal: all keys after this warp's rows
-    float s[BN / 8][4];
+  key_range(e, q0, BMF, S, BNF, lo, hi);
+  load_rows<BMF, D, NTH>(Qs, LDK, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0,
+                         Tq);
+  cp_commit();
+  if (lo < hi) {
+    load_rows<BNF, D, NTH>(Kb, LDK, kbase, (long long)H * D, lo, S);
+    if (!STATS) load_rows<BNF, DV, NTH>(Vb, LDV, vbase, (long long)H * DV, lo, S);
+  }
+  cp_commit();
+  cp_wait<1>();  // the Q tile
+  __syncthreads();
+  unsigned qf[MTF][D / 16][4];
 #pragma unroll
-    for (int j = 0; j < BN / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+  for (int mt = 0; mt < MTF; mt++) {
 #pragma unroll
-    for (int kb = 0; kb < D / 16; kb++) mma_nk<BN / 16>(s, qf[kb], Ks, LDK, kb, lane);
-    scores_log2<BN / 8>(s, e, b, h, r0, k0, Tq, S, scale, lane);
-    float mx[2] = {mr[0], mr[1]};
+    for (int kb = 0; kb < D / 16; kb++)
+      frag_a(qf[mt][kb], Qs, LDK, (warp * MTF + mt) * 16, kb * 16, lane);
+  }
+  float acc[MTF][NO][4];
+  float mr[MTF][2], lr[MTF][2];
 #pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-      mx[0] = fmaxf(mx[0], fmaxf(s[j][0], s[j][1]));
-      mx[1] = fmaxf(mx[1], fmaxf(s[j][2], s[j][3]));
+  for (int mt = 0; mt < MTF; mt++) {
+    mr[mt][0] = mr[mt][1] = -INF;
+    lr[mt][0] = lr[mt][1] = 0.f;
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+      acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
+  }
+  int stage = 0;
+  for (int k0 = lo; k0 < hi; k0 += BNF, stage ^= 1) {
+    if (k0 + BNF < hi) {  // the next tile into the other stage (free since the last barrier)
+      load_rows<BNF, D, NTH>(Kb + (stage ^ 1) * BNF * LDK, LDK, kbase, (long long)H * D,
+                             k0 + BNF, S);
+      if (!STATS)
+        load_rows<BNF, DV, NTH>(Vb + (stage ^ 1) * BNF * LDV, LDV, vbase, (long long)H * DV,
+                                k0 + BNF, S);
     }
-    float mu[2];
+    cp_commit();
+    cp_wait<1>();  // this tile
+    __syncthreads();
+    if (!((e.flags & 1) && k0 > w0 + 16 * MTF - 1)) {  // causal: keys after all warp rows
+      const T* Ks = Kb + stage * BNF * LDK;
+      const T* Vs = Vb + stage * BNF * LDV;
+      float s[MTF][NJ][4];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-      mu[r] = mx[r] == -INF ? 0.f : mx[r];  // an empty row so far: p = 0, no NaN
-      const float alpha = exp2f(mr[r] - mu[r]);
-      mr[r] = mx[r];
-      lr[r] *= alpha;
+      for (int mt = 0; mt < MTF; mt++) {
+#pragma unroll
+        for (int j = 0; j < NJ; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
+      }
+#pragma unroll
+      for (int kb = 0; kb < D / 16; kb++) {
+#pragma unroll
+        for (int nb = 0; nb < NJ / 2; nb++) {
+          unsigned bf[4];
+          frag_b_nk(bf, Ks, LDK, nb * 16, kb * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MTF; mt++) {
+            mma(s[mt][2 * nb], qf[mt][kb], bf[0], bf[1]);
+            mma(s[mt][2 * nb + 1], qf[mt][kb], bf[2], bf[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MTF; mt++) {
+        scores_log2<NJ>(s[mt], e, b, h, w0 + 16 * mt, k0, Tq, S, scale, lane);
+        softmax_step<STATS, NJ, NO>(s[mt], mr[mt], lr[mt], acc[mt]);
+      }
       if (!STATS) {
 #pragma unroll
-        for (int j = 0; j < (STATS ? 1 : DV / 8); j++) {
-          acc[j][2 * r] *= alpha;
-          acc[j][2 * r + 1] *= alpha;
+        for (int kb = 0; kb < BNF / 16; kb++) {
+          unsigned pa[MTF][4];
+#pragma unroll
+          for (int mt = 0; mt < MTF; mt++) pack_a(pa[mt], s[mt], kb);
+#pragma unroll
+          for (int nb = 0; nb < DV / 16; nb++) {
+            unsigned bf[4];
+            frag_b_kn(bf, Vs, LDV, kb * 16, nb * 16, lane);
+#pragma unroll
+            for (int mt = 0; mt < MTF; mt++) {
+              mma(acc[mt][2 * nb], pa[mt], bf[0], bf[1]);
+              mma(acc[mt][2 * nb + 1], pa[mt], bf[2], bf[3]);
+            }
+          }
         }
       }
     }
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-#pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const float p = exp2f(s[j][i] - mu[i >> 1]);
-        s[j][i] = p;
-        lr[i >> 1] += p;
-      }
-    }
-    if (!STATS) {
-#pragma unroll
-      for (int kb = 0; kb < BN / 16; kb++) {
-        unsigned pa[4];
-        pack_a(pa, s, kb);
-        mma_kn<DV / 16>(acc, pa, Vs, LDV, kb, lane);
-      }
-    }
+    __syncthreads();  // all reads of this stage done: the next iteration refills it
   }
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    float l = lr[r];
-    l += __shfl_xor_sync(FULL_MASK, l, 1);
-    l += __shfl_xor_sync(FULL_MASK, l, 2);
-    const int t = r0 + g + 8 * r;
-    if (t >= Tq) continue;
-    if (!STATS) {
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      unsigned* orow = reinterpret_cast<unsigned*>(o + (((long long)b * Tq + t) * H + h) * DV);
+  for (int mt = 0; mt < MTF; mt++) {
 #pragma unroll
-      for (int j = 0; j < (STATS ? 1 : DV / 8); j++)
-        orow[j * 4 + tq] = pack2(acc[j][2 * r] * inv, acc[j][2 * r + 1] * inv);
+    for (int r = 0; r < 2; r++) {
+      float l = lr[mt][r];
+      l += __shfl_xor_sync(FULL_MASK, l, 1);
+      l += __shfl_xor_sync(FULL_MASK, l, 2);
+      const int t = w0 + 16 * mt + g + 8 * r;
+      if (t >= Tq) continue;
+      if (!STATS) {
+        const float inv = l > 0.f ? 1.f / l : 0.f;
+        unsigned* orow =
+            reinterpret_cast<unsigned*>(o + (((long long)b * Tq + t) * H + h) * DV);
+#pragma unroll
+        for (int j = 0; j < NO; j++)
+          orow[j * 4 + tq] = pack2(acc[mt][j][2 * r] * inv, acc[mt][j][2 * r + 1] * inv);
+      }
+      if (lse != nullptr && tq == 0)
+        lse[hb * Tq + t] = l > 0.f ? mr[mt][r] * LN2 + logf(l) : INF;
     }
-    if (lse != nullptr && tq == 0) lse[hb * Tq + t] = l > 0.f ? mr[r] * LN2 + logf(l) : INF;
   }
 }
 
-extern "C" __global__ void __launch_bounds__(NT)
+extern "C" __global__ void __launch_bounds__(32 * NWF)
 mx_tc_fwd(const T* q, const T* k, const T* v, T* o, float* lse, EXTRA_PARAMS, int Tq, int S,
           int H, float scale) {
   EXTRA_INIT;
   tc_fwd<false>(q, k, v, o, lse, e, Tq, S, H, scale);
 }
 
-extern "C" __global__ void __launch_bounds__(NT)
+extern "C" __global__ void __launch_bounds__(32 * NWF)
 mx_tc_stats(const T* q, const T* k, float* lse, EXTRA_PARAMS, int Tq, int S, int H,
             float scale) {
   EXTRA_INIT;
@@ -670,27 +787,37 @@ mx_tc_stats(const T* q, const T* k, float* lse, EXTRA_PARAMS, int Tq, int S, int
 }
 
 // dq = scale * dS K with dS = P * (dP - delta), P = exp(scores - lse), dP = dO V^T:
-// a block owns BM query rows, loops over K/V tiles of BN keys.
-extern "C" __global__ void __launch_bounds__(NT)
+// a block owns BMD query rows (16 a warp), streams K/V tiles of BND keys.
+extern "C" __global__ void __launch_bounds__(32 * NWD)
 mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
          const T* __restrict__ dout, const float* __restrict__ lse,
          const float* __restrict__ delta, T* __restrict__ dq, EXTRA_PARAMS, int Tq, int S,
          int H, float scale) {
   EXTRA_INIT;
-  T* Qs = reinterpret_cast<T*>(smem);  // [BM][LDK]
-  T* Os = Qs + BM * LDK;               // [BM][LDV]: dO
-  T* Ks = Os + BM * LDV;               // [BN][LDK]
-  T* Vs = Ks + BN * LDK;               // [BN][LDV]
+  constexpr int NTH = 32 * NWD, NJ = BND / 8;
+  T* Qs = reinterpret_cast<T*>(smem);  // [BMD][LDK]
+  T* Os = Qs + BMD * LDK;              // [BMD][LDV]: dO
+  T* Kb = Os + BMD * LDV;              // 2 stages of [BND][LDK]
+  T* Vb = Kb + 2 * BND * LDK;          // 2 stages of [BND][LDV]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-  const int b = blockIdx.z, h = blockIdx.y;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * BM;
+  const int b = blockIdx.x / H, h = blockIdx.x - b * H;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * BMD;
   const int r0 = q0 + warp * 16;
   const long long hb = (long long)b * H + h;
   const T* kbase = k + ((long long)b * S * H + h) * D;
   const T* vbase = v + ((long long)b * S * H + h) * DV;
-  load_rows<BM, D>(Qs, LDK, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0, Tq);
-  load_rows<BM, DV>(Os, LDV, dout + ((long long)b * Tq * H + h) * DV, (long long)H * DV, q0,
-                    Tq);
+  int lo, hi;
+  key_range(e, q0, BMD, S, BND, lo, hi);
+  load_rows<BMD, D, NTH>(Qs, LDK, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0,
+                         Tq);
+  load_rows<BMD, DV, NTH>(Os, LDV, dout + ((long long)b * Tq * H + h) * DV,
+                          (long long)H * DV, q0, Tq);
+  cp_commit();
+  if (lo < hi) {
+    load_rows<BND, D, NTH>(Kb, LDK, kbase, (long long)H * D, lo, S);
+    load_rows<BND, DV, NTH>(Vb, LDV, vbase, (long long)H * DV, lo, S);
+  }
+  cp_commit();
   float l2[2], dl[2];
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -701,29 +828,37 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   float acc[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-  int lo, hi;
-  key_range(e, q0, BM, S, BN, lo, hi);
-  for (int k0 = lo; k0 < hi; k0 += BN) {
-    __syncthreads();
-    load_rows<BN, D>(Ks, LDK, kbase, (long long)H * D, k0, S);
-    load_rows<BN, DV>(Vs, LDV, vbase, (long long)H * DV, k0, S);
-    __syncthreads();
-    if ((e.flags & 1) && k0 > r0 + 15) continue;
-    float s[BN / 8][4], dp[BN / 8][4];
-    two_products<BN / 16>(s, dp, Qs, Ks, Os, Vs, warp, lane);  // s = Q K^T, dp = dO V^T
-    scores_log2<BN / 8>(s, e, b, h, r0, k0, Tq, S, scale, lane);
-#pragma unroll
-    for (int j = 0; j < BN / 8; j++) {
-#pragma unroll
-      for (int i = 0; i < 4; i++)
-        s[j][i] = exp2f(s[j][i] - l2[i >> 1]) * (dp[j][i] - dl[i >> 1]);  // dS
+  int stage = 0;
+  for (int k0 = lo; k0 < hi; k0 += BND, stage ^= 1) {
+    if (k0 + BND < hi) {
+      load_rows<BND, D, NTH>(Kb + (stage ^ 1) * BND * LDK, LDK, kbase, (long long)H * D,
+                             k0 + BND, S);
+      load_rows<BND, DV, NTH>(Vb + (stage ^ 1) * BND * LDV, LDV, vbase, (long long)H * DV,
+                              k0 + BND, S);
     }
+    cp_commit();
+    cp_wait<1>();  // this tile (and, the first time, Q and dO)
+    __syncthreads();
+    if (!((e.flags & 1) && k0 > r0 + 15)) {
+      const T* Ks = Kb + stage * BND * LDK;
+      const T* Vs = Vb + stage * BND * LDV;
+      float s[NJ][4], dp[NJ][4];
+      two_products<NJ / 2>(s, dp, Qs, Ks, Os, Vs, warp, lane);  // s = Q K^T, dp = dO V^T
+      scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
 #pragma unroll
-    for (int kb = 0; kb < BN / 16; kb++) {
-      unsigned a[4];
-      pack_a(a, s, kb);
-      mma_kn<D / 16>(acc, a, Ks, LDK, kb, lane);
+      for (int j = 0; j < NJ; j++) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+          s[j][i] = ex2(s[j][i] - l2[i >> 1]) * (dp[j][i] - dl[i >> 1]);  // dS
+      }
+#pragma unroll
+      for (int kb = 0; kb < BND / 16; kb++) {
+        unsigned a[4];
+        pack_a(a, s, kb);
+        mma_kn<D / 16>(acc, a, Ks, LDK, kb, lane);
+      }
     }
+    __syncthreads();
   }
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -736,74 +871,99 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   }
 }
 
-// dV = P^T dO, dK = scale * dS^T Q, optionally dS itself (dbias): a block owns BN keys (16 a
-// warp), loops over tiles of BMQ queries; the warp's products are transposed (rows = keys).
-extern "C" __global__ void __launch_bounds__(NT)
+// The Q/dO tile of BMQ queries from t0, with its lse and delta, into stage `st`.
+template <int NTH>
+__device__ __forceinline__ void load_q_tile(T* Qb, T* Ob, float* Lb, float* Db, int st,
+                                            const T* qbase, const T* obase, const float* lrow,
+                                            const float* drow, int t0, int Tq, int H) {
+  load_rows<BMQ, D, NTH>(Qb + st * BMQ * LDK, LDK, qbase, (long long)H * D, t0, Tq);
+  load_rows<BMQ, DV, NTH>(Ob + st * BMQ * LDV, LDV, obase, (long long)H * DV, t0, Tq);
+  load_vec<BMQ, NTH>(Lb + st * BMQ, lrow, t0, Tq);
+  load_vec<BMQ, NTH>(Db + st * BMQ, drow, t0, Tq);
+}
+
+// dV = P^T dO, dK = scale * dS^T Q, optionally dS itself (dbias): a block owns BNK keys
+// (16 a warp), streams Q/dO tiles of BMQ queries; the warp's products are transposed
+// (rows = keys).
+extern "C" __global__ void __launch_bounds__(32 * NWK)
 mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
            const T* __restrict__ dout, const float* __restrict__ lse,
            const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
            float* __restrict__ dbias, EXTRA_PARAMS, int Tq, int S, int H, float scale) {
   EXTRA_INIT;
-  T* Ks = reinterpret_cast<T*>(smem);  // [BN][LDK]
-  T* Vs = Ks + BN * LDK;               // [BN][LDV]
-  T* Qs = Vs + BN * LDV;               // [BMQ][LDK]
-  T* Os = Qs + BMQ * LDK;              // [BMQ][LDV]: dO
-  float* Ls = reinterpret_cast<float*>(Os + BMQ * LDV);  // [BMQ] lse in log2 units
-  float* Dl = Ls + BMQ;                                  // [BMQ] delta
+  constexpr int NTH = 32 * NWK;
+  T* Ks = reinterpret_cast<T*>(smem);  // [BNK][LDK]
+  T* Vs = Ks + BNK * LDK;              // [BNK][LDV]
+  T* Qb = Vs + BNK * LDV;              // 2 stages of [BMQ][LDK]
+  T* Ob = Qb + 2 * BMQ * LDK;          // 2 stages of [BMQ][LDV]: dO
+  float* Lb = reinterpret_cast<float*>(Ob + 2 * BMQ * LDV);  // 2 stages of [BMQ]: lse
+  float* Db = Lb + 2 * BMQ;                                  // 2 stages of [BMQ]: delta
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-  const int b = blockIdx.z, h = blockIdx.y, s0 = blockIdx.x * BN;
-  const int n0 = s0 + warp * 16;  // this warp's first key
+  const int b = blockIdx.x / H, h = blockIdx.x - b * H;
+  const int s0 = blockIdx.y * BNK;  // causal: the first keys (the most queries) first
+  const int n0 = s0 + warp * 16;    // this warp's first key
   const long long hb = (long long)b * H + h;
   const T* qbase = q + ((long long)b * Tq * H + h) * D;
   const T* obase = dout + ((long long)b * Tq * H + h) * DV;
-  load_rows<BN, D>(Ks, LDK, k + ((long long)b * S * H + h) * D, (long long)H * D, s0, S);
-  load_rows<BN, DV>(Vs, LDV, v + ((long long)b * S * H + h) * DV, (long long)H * DV, s0, S);
+  const float* lrow = lse + hb * Tq;
+  const float* drow = delta + hb * Tq;
+  load_rows<BNK, D, NTH>(Ks, LDK, k + ((long long)b * S * H + h) * D, (long long)H * D, s0, S);
+  load_rows<BNK, DV, NTH>(Vs, LDV, v + ((long long)b * S * H + h) * DV, (long long)H * DV, s0,
+                          S);
+  cp_commit();
+  int lo, hi;
+  query_range(e, s0, BNK, Tq, BMQ, lo, hi);
+  if (lo < hi) load_q_tile<NTH>(Qb, Ob, Lb, Db, 0, qbase, obase, lrow, drow, lo, Tq, H);
+  cp_commit();
   float dka[D / 8][4], dva[DV / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; j++) dka[j][0] = dka[j][1] = dka[j][2] = dka[j][3] = 0.f;
 #pragma unroll
   for (int j = 0; j < DV / 8; j++) dva[j][0] = dva[j][1] = dva[j][2] = dva[j][3] = 0.f;
-  int lo, hi;
-  query_range(e, s0, BN, Tq, BMQ, lo, hi);
-  for (int t0 = lo; t0 < hi; t0 += BMQ) {
+  int stage = 0;
+  for (int t0 = lo; t0 < hi; t0 += BMQ, stage ^= 1) {
+    if (t0 + BMQ < hi)
+      load_q_tile<NTH>(Qb, Ob, Lb, Db, stage ^ 1, qbase, obase, lrow, drow, t0 + BMQ, Tq, H);
+    cp_commit();
+    cp_wait<1>();  // this tile (and, the first time, K and V)
     __syncthreads();
-    load_rows<BMQ, D>(Qs, LDK, qbase, (long long)H * D, t0, Tq);
-    load_rows<BMQ, DV>(Os, LDV, obase, (long long)H * DV, t0, Tq);
-    for (int i = threadIdx.x; i < BMQ; i += NT) {
-      const int t = t0 + i;
-      Ls[i] = t < Tq ? lse[hb * Tq + t] * LOG2E : INF;
-      Dl[i] = t < Tq ? delta[hb * Tq + t] : 0.f;
-    }
-    __syncthreads();
-    if ((e.flags & 1) && t0 + BMQ - 1 < n0) continue;  // causal: all queries before the keys
-    // S^T = K Q^T, dP^T = V dO^T: key n0 + g + 8 (i >> 1), query t0 + 8 j + 2 tq + (i & 1)
-    float st[BMQ / 8][4], dpt[BMQ / 8][4];
-    two_products<BMQ / 16>(st, dpt, Ks, Qs, Vs, Os, warp, lane);
-    const bool full = !(e.flags & ~1) && n0 + 16 <= S && t0 + BMQ <= Tq &&
-                      !((e.flags & 1) && t0 < n0 + 15);
+    if (!((e.flags & 1) && t0 + BMQ - 1 < n0)) {  // causal: all queries before the keys
+      const T* Qs = Qb + stage * BMQ * LDK;
+      const T* Os = Ob + stage * BMQ * LDV;
+      const float* Ls = Lb + stage * BMQ;
+      const float* Dl = Db + stage * BMQ;
+      // S^T = K Q^T, dP^T = V dO^T: key n0 + g + 8 (i >> 1), query t0 + 8 j + 2 tq + (i & 1)
+      float st[BMQ / 8][4], dpt[BMQ / 8][4];
+      two_products<BMQ / 16>(st, dpt, Ks, Qs, Vs, Os, warp, lane);
+      const bool full = !(e.flags & ~1) && n0 + 16 <= S && t0 + BMQ <= Tq &&
+                        !((e.flags & 1) && t0 < n0 + 15);
 #pragma unroll
-    for (int j = 0; j < BMQ / 8; j++) {
+      for (int j = 0; j < BMQ / 8; j++) {
+        const float2 lj = *reinterpret_cast<const float2*>(Ls + 8 * j + 2 * tq);
+        const float2 dj = *reinterpret_cast<const float2*>(Dl + 8 * j + 2 * tq);
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const int c = 8 * j + 2 * tq + (i & 1), t = t0 + c, s = n0 + g + 8 * (i >> 1);
-        float x = st[j][i] * scale;
-        bool ok = true;
-        if (!full) ok = s < S && t < Tq && attend(e, b, h, t, s, x);
-        const float p = ok ? exp2f(x * LOG2E - Ls[c]) : 0.f;
-        const float ds = p * (dpt[j][i] - Dl[c]);
-        if (dbias != nullptr && ok) dbias[(hb * Tq + t) * S + s] = ds;
-        st[j][i] = p;
-        dpt[j][i] = ds;
+        for (int i = 0; i < 4; i++) {
+          const int c = 8 * j + 2 * tq + (i & 1), t = t0 + c, s = n0 + g + 8 * (i >> 1);
+          float x = st[j][i] * scale;
+          bool ok = true;
+          if (!full) ok = s < S && t < Tq && attend(e, b, h, t, s, x);
+          const float p = ok ? ex2((x - ((i & 1) ? lj.y : lj.x)) * LOG2E) : 0.f;
+          const float ds = p * (dpt[j][i] - ((i & 1) ? dj.y : dj.x));
+          if (dbias != nullptr && ok) dbias[(hb * Tq + t) * S + s] = ds;
+          st[j][i] = p;
+          dpt[j][i] = ds;
+        }
+      }
+#pragma unroll
+      for (int kb = 0; kb < BMQ / 16; kb++) {
+        unsigned a[4];
+        pack_a(a, st, kb);
+        mma_kn<DV / 16>(dva, a, Os, LDV, kb, lane);
+        pack_a(a, dpt, kb);
+        mma_kn<D / 16>(dka, a, Qs, LDK, kb, lane);
       }
     }
-#pragma unroll
-    for (int kb = 0; kb < BMQ / 16; kb++) {
-      unsigned a[4];
-      pack_a(a, st, kb);
-      mma_kn<DV / 16>(dva, a, Os, LDV, kb, lane);
-      pack_a(a, dpt, kb);
-      mma_kn<D / 16>(dka, a, Qs, LDK, kb, lane);
-    }
+    __syncthreads();
   }
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -839,6 +999,34 @@ extern "C" __global__ void mx_attn_delta(const T* __restrict__ dout, const T* __
     delta[((long long)b * H + h) * Tq + t] = acc;
   }
 }
+
+#if DTYPE != 0
+// The same with 16-byte loads, 8 lanes a row (16-bit types, DV0 a multiple of 8).
+__device__ __forceinline__ float dot2(unsigned a, unsigned b) {
+  return tof((unsigned short)(a & 0xffffu)) * tof((unsigned short)(b & 0xffffu)) +
+         tof((unsigned short)(a >> 16)) * tof((unsigned short)(b >> 16));
+}
+extern "C" __global__ void __launch_bounds__(256)
+mx_attn_delta8(const T* __restrict__ dout, const T* __restrict__ out, float* __restrict__ delta,
+               int rows, int Tq, int H, int DV0) {
+  const int row = blockIdx.x * 32 + (threadIdx.x >> 3), part = threadIdx.x & 7;
+  float acc = 0.f;
+  if (row < rows) {
+    const uint4* a = reinterpret_cast<const uint4*>(dout + (long long)row * DV0);
+    const uint4* c = reinterpret_cast<const uint4*>(out + (long long)row * DV0);
+    for (int i = part; i < DV0 / 8; i += 8) {
+      const uint4 x = a[i], y = c[i];
+      acc += dot2(x.x, y.x) + dot2(x.y, y.y) + dot2(x.z, y.z) + dot2(x.w, y.w);
+    }
+  }
+#pragma unroll
+  for (int o = 4; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
+  if (row < rows && part == 0) {
+    const int h = row % H, bt = row / H, t = bt % Tq, b = bt / Tq;
+    delta[((long long)b * H + h) * Tq + t] = acc;
+  }
+}
+#endif
 
 // p = softmax over the attended keys of scale * sc + bias, one warp per row of the scores
 // sc [nh, Tq, S] of batch b, heads h0 ..; 0 where masked, all 0 for an empty row. p may be
