@@ -29,6 +29,7 @@ are ratios mirax / peer (>1: mirax faster). Peers that fail are reported, not fa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -393,15 +394,9 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
             p, m, v, t = st["s"]
             p, m, v, t, _ = jstep2(p, m, v, t, xm, ym)
             st["s"] = (p, m, v, t)
-        old = os.environ.get("MIRAX_CUDA_GRAPHS")
-        os.environ["MIRAX_CUDA_GRAPHS"] = knob
-        try:
+        with knobs(MIRAX_CUDA_GRAPHS=knob):
             for _ in range(3):
                 run()
-        finally:
-            os.environ.pop("MIRAX_CUDA_GRAPHS")
-            if old is not None:
-                os.environ["MIRAX_CUDA_GRAPHS"] = old
         return run, csync
 
     impls = {"mirax jit": lambda: (mirax_step, csync),
@@ -490,7 +485,6 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
         def jax_setup(precision):
             # JAX's default f32 matmul precision on this GPU is TF32; "highest" is full
             # float32, as mirax (cuBLAS SGEMM) and torch (allow_tf32 off) compute.
-            import contextlib
             ctx = (jax.default_matmul_precision(precision) if precision
                    else contextlib.nullcontext())
             jstep_ = jax.jit(jstep_raw)
@@ -625,6 +619,21 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
              inner=5)
 
 
+@contextlib.contextmanager
+def knobs(**env):
+    """Environment variables set for the duration (a plan made inside reads them)."""
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 # --- transformer block ----------------------------------------------------------------------------
 def _block(F, p, x, heads):
     """One pre-LN causal transformer block on x [B,T,D] (as benchmarks/suite.py W5)."""
@@ -672,6 +681,19 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
     def mrun():
         box["out"] = mf(mp, mxx)
     impls = {"mirax jit": lambda: (mrun, csync)}
+
+    def knobbed(**env):  # a fresh jit whose plan is made under the MIRAX_* settings `env`
+        f = mx.jit(mx.value_and_grad(mloss))
+
+        def run():
+            box["out"] = f(mp, mxx)
+        with knobs(**env):
+            for _ in range(2):
+                run()
+        return run, csync
+    impls["mirax jit (graphs on)"] = lambda: knobbed(MIRAX_CUDA_GRAPHS="1")
+    impls["mirax jit (no remat)"] = lambda: knobbed(MIRAX_CUDA_REMAT="0")
+    impls["mirax jit (CuPy reductions)"] = lambda: knobbed(MIRAX_CUDA_TWO_STAGE="0")
     if profile:
         rows = mirax_profile(mx, f"transformer {dtype} step", mx.value_and_grad(mloss), 25,
                              mp, mxx)
@@ -763,7 +785,6 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
         jx = jnp.asarray(x_h, jdt)
 
         def jsetup(precision):
-            import contextlib
             ctx = (jax.default_matmul_precision(precision) if precision
                    else contextlib.nullcontext())
             with ctx:

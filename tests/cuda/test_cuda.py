@@ -451,6 +451,9 @@ def test_fused_row_broadcasts(dtype):
     assert _op_by_op() == before
     exact = 1e-6 if dtype == "float32" else 0
     _close(np.asarray(got).astype(np.float64), _host(f, x, r, c, b), exact, exact)
+    add = mx.jit(lambda x, b: x + b)  # one op, no fusion node: a generated kernel too
+    _close(np.asarray(add(_cuda(x), _cuda(b))).astype(np.float64),
+           _host(lambda x, b: x + b, x, b), 0, 0)
     w = _low(rng.standard_normal(70), dtype)
     loss = lambda x, w: mnp.sum(mx.nn.layer_norm(x, w, w).astype("float32") ** 2)  # noqa
     gx, gw = mx.jit(mx.grad(loss, argnums=(0, 1)))(_cuda(x), _cuda(w))

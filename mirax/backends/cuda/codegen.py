@@ -506,11 +506,13 @@ def reduction_layout(red) -> str | None:
         return None
     src = red.inputs[0]
     n, out_size = src.aval.size, int(np.prod(red.outputs[0].aval.shape))
+    if n == 0:
+        return None
     if out_size < FEW_OUTPUTS and (out_size == 1 or n >= FEW_OUTPUTS * out_size):
         return "few"
     axes = {a % src.aval.ndim for a in red.params["axes"]}
     dims = _collapsed(tuple(src.aval.shape), axes, [("f", src)])
-    if not dims or out_size == 0:
+    if not dims:
         return None
     size, reduced, _ = dims[-1]
     if reduced:

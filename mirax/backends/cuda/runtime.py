@@ -113,9 +113,11 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     body = []
     for i, node in enumerate(graph.nodes):
         k = f"_k{i}"
-        if merge and node.prim.name in codegen.REDUCE and codegen.reduction_layout(node):
-            node = _alone(node)  # a reduction by itself: codegen's kernel too
-        if node.prim is fusion_p:
+        alone = fusion_callable(be, _alone(node), host_consts) \
+            if merge and _kernel_alone(node) else None
+        if getattr(alone, "fused", False):  # codegen's kernel for one op too
+            env[k] = lambda *bufs, run=alone: run(*bufs)[0]
+        elif node.prim is fusion_p:
             env[k] = fusion_callable(be, node, host_consts)
             be.report[("fusion", "native" if getattr(env[k], "fused", False)
                        else "op-by-op")] += 1
@@ -149,6 +151,28 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     run.source = src
     run.graph = graph
     return run
+
+
+def _kernel_alone(node) -> bool:
+    """Does `node`, outside any fusion node, run as a generated kernel: a reduction with
+    one (`codegen.reduction_layout`), a floating elementwise op (bf16 and f16 have no CuPy
+    ufuncs; a bias add reads the bias by index, as in a fusion)?"""
+    if node.prim.name in codegen.REDUCE:
+        return codegen.reduction_layout(node) is not None
+    if node.prim.name not in _ew_names() or len(node.outputs) != 1:
+        return False
+    out = node.outputs[0].aval
+    dt = np.dtype(out.dtype)
+    return out.size >= ALONE_MIN and (dt.kind == "f" or dt in codegen.LOW)
+
+
+ALONE_MIN = 1 << 12  # an elementwise op on fewer values keeps the backend's impl
+
+
+@functools.lru_cache(maxsize=None)
+def _ew_names() -> frozenset:
+    from mirax.compiler.fusion import _elementwise_names
+    return frozenset(_elementwise_names())
 
 
 def _alone(node):
