@@ -4,11 +4,13 @@ Where it sits: runtime.py lowers a planned Graph; each `fusion` node (compiler/f
 comes here. A chain of elementwise ops becomes one `cupy.ElementwiseKernel` (inputs
 broadcast by CuPy, values held in registers, one read of each input and one write of
 each output); a chain ending in a reduction becomes one `cupy.ReductionKernel` whose map
-step is the chain, except that a reduction to few outputs (a loss: one value) of many
-values takes a generated two-stage kernel (`_two_stage`; MIRAX_CUDA_TWO_STAGE=0 turns it
-off, to measure). 0-d constants are inlined as literals. Kernels are cached in memory by
-source, and CuPy caches the compiled binaries on disk by source hash. MIRAX_DEBUG=3 prints
-each source.
+step is the chain, except where a generated kernel does it better (`reduction_layout`;
+MIRAX_CUDA_TWO_STAGE=0 turns them off, to measure): a reduction to few outputs (a loss:
+one value) of many values, long rows (a layer norm's backward), and columns (bias and norm
+weight gradients: sums over the leading axes), each storing the chain's other values of
+the full shape too where the plan needs them (`_generated`). 0-d constants are inlined as
+literals. Kernels are cached in memory by source, and CuPy caches the compiled binaries on
+disk by source hash. MIRAX_DEBUG=3 prints each source.
 
 float16 and bfloat16 are storage types only: kernels see their bits (`unsigned short`;
 CuPy kernels get uint16 views), compute in float32 and round each op's result to the
