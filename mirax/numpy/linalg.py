@@ -90,18 +90,20 @@ def cholesky(a, upper=False):
 
 
 def qr(a, mode="reduced"):
-    if mode not in ("reduced", "r"):
-        raise NotImplementedError(f"qr: mode={mode!r} is not supported (use 'reduced' or 'r')")
-    q, r = la.qr(a)
+    if mode == "raw":
+        raise NotImplementedError("qr: mode='raw' (Householder reflectors) is not supported; "
+                                  "use 'reduced', 'complete' or 'r'")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: mode must be 'reduced', 'complete', 'r' or 'raw', got {mode!r}")
+    q, r = la.qr(a, full_matrices=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """As jnp.linalg.svd (full_matrices=True by default; its derivatives for non-square
+    inputs raise, as in JAX: pass full_matrices=False, or compute_uv=False for s alone)."""
     a = float_operand(a, "svd")
-    if compute_uv and full_matrices and a.ndim >= 2 and a.shape[-1] != a.shape[-2]:
-        raise NotImplementedError(f"svd: full_matrices=True is not supported for non-square "
-                                  f"{short(a)}; pass full_matrices=False")
-    u, s, vt = la.svd(a)
+    u, s, vt = la.svd(a, full_matrices=full_matrices and compute_uv)
     return SVDResult(u, s, vt) if compute_uv else s
 
 

@@ -1,5 +1,6 @@
 """Linear-algebra primitives on stacks of matrices (..., m, n): cholesky, triangular_solve,
-solve, inv, det, slogdet, qr (reduced), eigh (ascending eigenvalues), svd (reduced).
+solve, inv, det, slogdet, qr, eigh (ascending eigenvalues), svd (reduced, or with
+full_matrices: values only for non-square inputs, as in JAX).
 
 Every primitive is batched over its leading dims, so each vmap rule just moves the batch
 dim to the front. Binary primitives take operands with equal batch dims (mirax.numpy.linalg
@@ -419,41 +420,53 @@ def _slogdet_vjp(cts, out, a):
 slogdet_p.def_vmap(_vmap_front(slogdet_p))
 
 
-# --- qr (reduced) -------------------------------------------------------------------------
+# --- qr -------------------------------------------------------------------------------------
 qr_p = Primitive("qr", multiple_results=True)
 
 
-def qr(a):
-    """Reduced QR: q (..., m, k), r (..., k, n), k = min(m, n)."""
-    return qr_p.bind(_matrix_operand(a, "qr"))
+def qr(a, full_matrices: bool = False):
+    """QR: q (..., m, k), r (..., k, n) with k = min(m, n) (reduced), or k = m
+    (full_matrices: NumPy's mode='complete')."""
+    a = _matrix_operand(a, "qr")
+    m, n = aval_of(a).shape[-2:]
+    return qr_p.bind(a, full_matrices=bool(full_matrices) and m > n)
 
 
 @qr_p.def_abstract_eval
-def _qr_abstract_eval(a):
+def _qr_abstract_eval(a, full_matrices=False):
     m, n = a.shape[-2:]
-    k = min(m, n)
+    k = m if full_matrices else min(m, n)
     return [ShapedArray(a.shape[:-2] + (m, k), a.dtype), ShapedArray(a.shape[:-2] + (k, n),
                                                                       a.dtype)]
 
 
-qr_p.def_impl(_host(lambda a: list(np.linalg.qr(a, mode="reduced"))))
+qr_p.def_impl(_host(lambda a, full_matrices=False: list(
+    np.linalg.qr(a, mode="complete" if full_matrices else "reduced"))))
 
 
-def _qr_check_tall(a):
+def _qr_check_tall(a, full_matrices=False):
     m, n = aval_of(a).shape[-2:]
     if m < n:
         raise NotImplementedError(f"qr: derivatives need m >= n, got {short(aval_of(a))}")
+    _full_matrices_check("qr", a, full_matrices)
+
+
+def _full_matrices_check(name, a, full_matrices):
+    if full_matrices:  # (only set for non-square inputs)
+        raise NotImplementedError(
+            f"{name}: derivatives of the full_matrices / complete form of non-square "
+            f"{short(aval_of(a))} are not implemented (nor in JAX); the reduced form has them")
 
 
 @qr_p.def_jvp
-def _qr_jvp(primals, tangents):
+def _qr_jvp(primals, tangents, full_matrices=False):
     # X = dA R^-1, C = Q^T X, Om = tril(C,-1) - tril(C,-1)^T:
     # dQ = Q (Om - C) + X, dR = (C - Om) R
     (a,), (t,) = primals, tangents
-    q, r = qr_p.bind(a)
+    q, r = qr_p.bind(a, full_matrices=full_matrices)
     if t is None:
         return [q, r], [None, None]
-    _qr_check_tall(a)
+    _qr_check_tall(a, full_matrices)
     x = triangular_solve(r, t, left_side=False, lower=False)
     c = _mm(_T(q), x)
     low = _tril(c, -1)
@@ -464,10 +477,10 @@ def _qr_jvp(primals, tangents):
 
 
 @qr_p.def_vjp
-def _qr_vjp(cts, out, a):
+def _qr_vjp(cts, out, a, full_matrices=False):
     # the adjoint of the jvp: M = Rbar R^T - Q^T Qbar, N = M - tril(M - M^T, -1),
     # abar = (Qbar + Q N) R^-T
-    _qr_check_tall(a)
+    _qr_check_tall(a, full_matrices)
     (ct_q, ct_r), (q, r) = cts, out
     m = ew.sub(_mm(ct_r, _T(r)), _mm(_T(q), ct_q))
     n = ew.sub(m, _tril(ew.sub(m, _T(m)), -1))
@@ -524,24 +537,29 @@ def _eigh_vjp(cts, out, a):
 eigh_p.def_vmap(_vmap_front(eigh_p))
 
 
-# --- svd (reduced) ------------------------------------------------------------------------
+# --- svd ------------------------------------------------------------------------------------
 svd_p = Primitive("svd", multiple_results=True)
 
 
-def svd(a):
-    """Reduced SVD [u (..., m, k), s (..., k) descending, vt (..., k, n)], k = min(m, n)."""
-    return svd_p.bind(_matrix_operand(a, "svd"))
+def svd(a, full_matrices: bool = False):
+    """SVD [u (..., m, k), s (..., k) descending, vt (..., k, n)], k = min(m, n); with
+    full_matrices u is (..., m, m) and vt (..., n, n)."""
+    a = _matrix_operand(a, "svd")
+    m, n = aval_of(a).shape[-2:]
+    return svd_p.bind(a, full_matrices=bool(full_matrices) and m != n)
 
 
 @svd_p.def_abstract_eval
-def _svd_abstract_eval(a):
+def _svd_abstract_eval(a, full_matrices=False):
     m, n = a.shape[-2:]
     k, b = min(m, n), a.shape[:-2]
-    return [ShapedArray(b + (m, k), a.dtype), ShapedArray(b + (k,), a.dtype),
-            ShapedArray(b + (k, n), a.dtype)]
+    return [ShapedArray(b + (m, m if full_matrices else k), a.dtype),
+            ShapedArray(b + (k,), a.dtype),
+            ShapedArray(b + (n if full_matrices else k, n), a.dtype)]
 
 
-svd_p.def_impl(_host(lambda a: list(np.linalg.svd(a, full_matrices=False))))
+svd_p.def_impl(_host(lambda a, full_matrices=False: list(
+    np.linalg.svd(a, full_matrices=full_matrices))))
 
 
 def _svd_gaps(s):
@@ -551,11 +569,12 @@ def _svd_gaps(s):
 
 
 @svd_p.def_jvp
-def _svd_jvp(primals, tangents):
+def _svd_jvp(primals, tangents, full_matrices=False):
     (a,), (t,) = primals, tangents
-    u, s, vt = svd_p.bind(a)
+    u, s, vt = svd_p.bind(a, full_matrices=full_matrices)
     if t is None:
         return [u, s, vt], [None, None, None]
+    _full_matrices_check("svd", a, full_matrices)
     m, n = aval_of(a).shape[-2:]
     v, f = _T(vt), _svd_gaps(s)
     ds_mat = _mm(_mm(_T(u), t), v)                       # dS = U^T dA V
@@ -573,9 +592,10 @@ def _svd_jvp(primals, tangents):
 
 
 @svd_p.def_vjp
-def _svd_vjp(cts, out, a):
+def _svd_vjp(cts, out, a, full_matrices=False):
     # J = F * (U^T Ubar), K = F * (V^T Vbar);
     # abar = U (diag(sbar) + (J + J^T) S + S (K + K^T)) V^T  (+ the m != n parts)
+    _full_matrices_check("svd", a, full_matrices)
     (ct_u, ct_s, ct_vt), (u, s, vt) = cts, out
     m, n = aval_of(a).shape[-2:]
     v, ct_v, f = _T(vt), _T(ct_vt), _svd_gaps(s)

@@ -466,6 +466,24 @@ def test_fused_row_broadcasts(dtype):
                np.asarray(want).astype(np.float32) / scale, tol, tol)
 
 
+def test_full_matrices_svd_and_complete_qr():
+    """svd(full_matrices=True) and qr(mode='complete') of non-square matrices on cuSOLVER:
+    square orthogonal factors that reconstruct the input."""
+    x = _rng("full svd").standard_normal((2, 7, 4))
+    for a in (x, np.swapaxes(x, -1, -2).copy()):
+        u, s, vh = mnp.linalg.svd(_cuda(a))
+        _on_cuda(u)
+        u, s, vh = (np.asarray(o) for o in (u, s, vh))
+        m, n = a.shape[-2:]
+        assert u.shape == (2, m, m) and vh.shape == (2, n, n)
+        k = min(m, n)
+        _close(u[..., :k] * s[..., None, :] @ vh[..., :k, :], a, 1e-10, 1e-10)
+        _close(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(np.eye(m), (2, m, m)), 1e-10, 1e-10)
+        q, r = (np.asarray(o) for o in mnp.linalg.qr(_cuda(a), mode="complete"))
+        assert q.shape == (2, m, m) and r.shape == (2, m, n)
+        _close(q @ r, a, 1e-10, 1e-10)
+
+
 # --- generated reductions: codegen's two-stage (few outputs, rows) and column kernels ----------
 @pytest.fixture
 def two_stage(monkeypatch):

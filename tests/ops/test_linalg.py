@@ -258,8 +258,26 @@ def test_numpy_linalg_functions():
     u, s, vh = mnp.linalg.svd(m, full_matrices=False)
     np.testing.assert_allclose(np.asarray(s), np.linalg.svd(m, compute_uv=False))
     assert u.shape == (4, 3) and vh.shape == (3, 3)
-    with pytest.raises(NotImplementedError, match="full_matrices"):
-        mnp.linalg.svd(m)
+    for x in (m, m.T, np.stack([m, 2 * m])):  # tall, wide, batched: full_matrices=True
+        u, s, vh = mnp.linalg.svd(x)
+        u0, s0, vh0 = np.linalg.svd(x)
+        assert u.shape == u0.shape and vh.shape == vh0.shape
+        np.testing.assert_allclose(np.asarray(s), s0, rtol=1e-12)
+        k = s0.shape[-1]
+        np.testing.assert_allclose(np.asarray(u)[..., :k] * np.asarray(s)[..., None, :]
+                                   @ np.asarray(vh)[..., :k, :], x, atol=1e-12)
+        for o in (np.asarray(u), np.asarray(vh)):
+            np.testing.assert_allclose(np.swapaxes(o, -1, -2) @ o, np.broadcast_to(
+                np.eye(o.shape[-1]), o.shape[:-2] + (o.shape[-1],) * 2), atol=1e-12)
+    vm = mx.vmap(lambda z: mnp.linalg.svd(z)[0])(np.stack([m, 2 * m]))
+    assert vm.shape == (2, 4, 4)
+    with pytest.raises(NotImplementedError, match="svd: derivatives of the full_matrices"):
+        mx.grad(lambda z: mnp.linalg.svd(z)[0].sum())(m)
+    g = mx.grad(lambda z: mnp.linalg.svd(z, compute_uv=False).sum())(m)  # s alone: fine
+    np.testing.assert_allclose(np.asarray(g), np.asarray(
+        mx.grad(lambda z: mnp.linalg.svd(z, full_matrices=False)[1].sum())(m)))
+    sq = RNG.randn(3, 3)  # square: the full form is the reduced one, derivatives included
+    mx.testing.check_grads(lambda z: mnp.linalg.svd(z)[1].sum(), (sq,), order=1)
     np.testing.assert_allclose(np.asarray(mnp.linalg.pinv(m)), np.linalg.pinv(m), rtol=1e-9)
     low = m @ RNG.randn(3, 5)
     low[:, 0] = low[:, 1]
@@ -267,6 +285,21 @@ def test_numpy_linalg_functions():
     assert int(mnp.linalg.matrix_rank(m)) == 3
     q, r = mnp.linalg.qr(m)
     np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), m, atol=1e-12)
+    for x in (m, m.T):  # complete: q square, r with m rows
+        q, r = mnp.linalg.qr(x, mode="complete")
+        q0, r0 = np.linalg.qr(x, mode="complete")
+        assert q.shape == q0.shape and r.shape == r0.shape
+        np.testing.assert_allclose(np.asarray(q) @ np.asarray(r), x, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(q).T @ np.asarray(q), np.eye(q0.shape[0]),
+                                   atol=1e-12)
+    np.testing.assert_allclose(np.asarray(mnp.linalg.qr(m, mode="r")), np.linalg.qr(m, "r"),
+                               atol=1e-12)
+    with pytest.raises(NotImplementedError, match="qr: derivatives of the full_matrices"):
+        mx.grad(lambda z: mnp.linalg.qr(z, mode="complete")[0].sum())(m)
+    with pytest.raises(NotImplementedError, match="raw"):
+        mnp.linalg.qr(m, mode="raw")
+    with pytest.raises(ValueError, match="qr: mode"):
+        mnp.linalg.qr(m, mode="full")
 
 
 @pytest.mark.slow

@@ -327,8 +327,9 @@ def _linalg() -> dict:
         "det": la.det,
         "slogdet": lambda a: [o.astype(a.dtype) for o in la.slogdet(a)],
         "eigh": lambda a: list(la.eigh(a, UPLO="L")),
-        "qr": lambda a: list(la.qr(a, mode="reduced")),
-        "svd": lambda a: list(la.svd(a, full_matrices=False)),
+        "qr": lambda a, full_matrices=False: list(
+            la.qr(a, mode="complete" if full_matrices else "reduced")),
+        "svd": lambda a, full_matrices=False: list(la.svd(a, full_matrices=full_matrices)),
     }
 
 
