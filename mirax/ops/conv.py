@@ -229,10 +229,13 @@ def _layout_perm(spec: str, first: str, second: str):
 def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
                          rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
                          batch_group_count=1, precision=None, preferred_element_type=None):
-    """lax.conv_general_dilated (no batch_group_count). dimension_numbers: None (NCHW,
-    OIHW, NCHW) or a triple of layout strings such as ('NHWC', 'HWIO', 'NHWC').
-    preferred_element_type (a float dtype): the dtype the products accumulate in and the
-    result has (bf16 inputs with float32: float32 accumulation and output)."""
+    """lax.conv_general_dilated. dimension_numbers: None (NCHW, OIHW, NCHW) or a triple of
+    layout strings such as ('NHWC', 'HWIO', 'NHWC'). preferred_element_type (a float
+    dtype): the dtype the products accumulate in and the result has (bf16 inputs with
+    float32: float32 accumulation and output). batch_group_count G (as XLA): the batch
+    splits into G groups, the output features into G blocks, block g convolves batch
+    group g, and the output batch is N / G; computed as one grouped convolution with the
+    batch groups moved into the channels."""
     op = "conv_general_dilated"
     lhs, rhs = promote(op, float_operand(lhs, op), float_operand(rhs, op))
     if preferred_element_type is not None:
@@ -241,12 +244,14 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
             raise TypeError(f"{op}: preferred_element_type must be a float dtype, got "
                             f"{np.dtype(pref).name}")
         lhs, rhs = convert_element_type(lhs, pref), convert_element_type(rhs, pref)
-    if batch_group_count != 1:
-        raise NotImplementedError(f"{op}: batch_group_count is not supported")
     if dimension_numbers is not None:
         lspec, rspec, ospec = dimension_numbers
         lhs = transpose(lhs, _layout_perm(lspec, "N", "C"))
         rhs = transpose(rhs, _layout_perm(rspec, "O", "I"))
+    bgc = int(batch_group_count)
+    if bgc != 1:
+        lhs, feature_group_count = _batch_groups_as_channels(lhs, rhs, bgc,
+                                                             int(feature_group_count), op)
     nsp = lhs.ndim - 2
     strides = (1,) * nsp if window_strides is None else tuple(map(int, window_strides))
     ld = (1,) * nsp if lhs_dilation is None else tuple(map(int, lhs_dilation))
@@ -262,6 +267,19 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     if dimension_numbers is not None:
         out = transpose(out, tuple(np.argsort(_layout_perm(ospec, "N", "C"))))
     return out
+
+
+def _batch_groups_as_channels(lhs, rhs, g, fgc, op):
+    """lhs [N, C, ...] as [N / g, g * C, ...] (batch group j's channels at j * C) and the
+    feature group count of the equivalent convolution: g."""
+    n, o = lhs.shape[0], rhs.shape[0]
+    if g < 1 or fgc != 1 or n % g or o % g:
+        raise ValueError(f"{op}: batch_group_count {g} needs feature_group_count 1 and a "
+                         f"batch and output-feature count divisible by it, got "
+                         f"{short(lhs)}, {short(rhs)}, feature_group_count {fgc}")
+    x = reshape(lhs, (g, n // g) + lhs.shape[1:])
+    x = moveaxis(x, 0, 1)
+    return reshape(x, (n // g, g * lhs.shape[1]) + lhs.shape[2:]), g
 
 
 def _pair(v, op, what):

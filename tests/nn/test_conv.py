@@ -90,6 +90,34 @@ def test_conv_layouts_and_string_padding():
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-10)
 
 
+def test_batch_group_count_against_jax():
+    """batch_group_count (XLA's: batch groups against output-feature blocks), plain and in
+    NHWC layouts: values and both gradients as JAX's; the count must divide N and O."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    x, w = rnd(6, 4, 7, 5), rnd(9, 4, 3, 2)  # N 6, O 9: 3 groups
+    for dn, xx, ww in ((None, x, w), (("NHWC", "HWIO", "NHWC"), x.transpose(0, 2, 3, 1),
+                                      w.transpose(2, 3, 1, 0))):
+        def f(x, w, dn=dn):
+            return nn.conv_general_dilated(x, w, (2, 1), ((1, 0), (0, 1)), rhs_dilation=(1, 2),
+                                           dimension_numbers=dn, batch_group_count=3)
+
+        def jf(x, w, dn=dn):
+            return jax.lax.conv_general_dilated(x, w, (2, 1), ((1, 0), (0, 1)),
+                                                rhs_dilation=(1, 2), dimension_numbers=dn,
+                                                batch_group_count=3)
+        want = np.asarray(jf(xx, ww))
+        np.testing.assert_allclose(np.asarray(f(xx, ww)), want, rtol=1e-10, atol=1e-12)
+        ct = RNG.standard_normal(want.shape)
+        for a, b in zip(mx.vjp(f, xx, ww)[1](ct), jax.vjp(jf, xx, ww)[1](ct)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="batch_group_count 4"):
+        nn.conv_general_dilated(x, w, (1, 1), "VALID", batch_group_count=4)
+    with pytest.raises(ValueError, match="feature_group_count 2"):
+        nn.conv_general_dilated(x, rnd(6, 2, 3, 2), (1, 1), "VALID", batch_group_count=3,
+                                feature_group_count=2)
+
+
 def test_conv2d_against_torch():
     torch = pytest.importorskip("torch")
     x, w = rnd(2, 4, 8, 7), rnd(6, 2, 3, 3)
