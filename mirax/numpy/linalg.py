@@ -19,7 +19,10 @@ from mirax.ops import shape as sh
 from mirax.ops.common import float_operand, normalize_axes, promote, short
 
 __all__ = ["norm", "inv", "solve", "det", "slogdet", "cholesky", "qr", "svd", "eigh",
-           "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul"]
+           "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul",
+           "matrix_transpose", "vector_norm", "matrix_norm", "trace", "diagonal", "outer",
+           "cross", "vecdot", "tensordot", "multi_dot", "cond", "lstsq", "tensorinv",
+           "tensorsolve"]
 
 
 class SlogdetResult(NamedTuple):
@@ -251,3 +254,182 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 (NumPy's name)
     else:
         raise ValueError(f"norm: axis must name 1 or 2 axes, got {axis}")
     return _keep(out, x.shape, tuple(sorted(axes))) if keepdims else out
+
+
+# --- the array-API names of jnp.linalg -----------------------------------------------------
+def _matrices(x, op):
+    x = float_operand(x, op)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expected matrices (..., m, n), got {short(x)}")
+    return x
+
+
+def matrix_transpose(x):
+    return la._T(_matrices(x, "matrix_transpose"))
+
+
+def vector_norm(x, axis=None, keepdims=False, ord=2):  # noqa: A002
+    """The vector norm over `axis` (None: all of x, flattened)."""
+    x = float_operand(x, "vector_norm")
+    if axis is None:
+        out = _vector_norm(x, ord, tuple(range(x.ndim)))
+        return _keep(out, x.shape, tuple(range(x.ndim))) if keepdims else out
+    return norm(x, ord=ord, axis=axis, keepdims=keepdims)
+
+
+def matrix_norm(x, keepdims=False, ord="fro"):  # noqa: A002
+    """The matrix norm of each (..., m, n) matrix."""
+    x = _matrices(x, "matrix_norm")
+    return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def trace(x, offset=0, dtype=None):
+    from mirax.numpy._indexing import trace as tr
+    return tr(_matrices(x, "trace"), offset, -2, -1, dtype)
+
+
+def diagonal(x, offset=0):
+    from mirax.numpy._indexing import diagonal as dg
+    return dg(_matrices(x, "diagonal"), offset, -2, -1)
+
+
+def outer(x1, x2):
+    x1, x2 = promote("outer", float_operand(x1, "outer"), float_operand(x2, "outer"))
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ValueError(f"outer: expected two vectors, got {short(x1)} and {short(x2)}")
+    return ew.mul(la._col(x1), la._row(x2))
+
+
+def cross(x1, x2, axis=-1):
+    from mirax.numpy import cross as cr
+    x1, x2 = float_operand(x1, "cross"), float_operand(x2, "cross")
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError(f"cross: vectors of 3 along axis {axis}, got {short(x1)} and "
+                         f"{short(x2)}")
+    return cr(x1, x2, axis=axis)
+
+
+def vecdot(x1, x2, axis=-1):
+    x1, x2 = promote("vecdot", float_operand(x1, "vecdot"), float_operand(x2, "vecdot"))
+    prod = ew.mul(x1, x2)
+    return red.reduce_sum(prod, (normalize_axes(axis, prod.ndim, "vecdot", prod)[0],))
+
+
+def tensordot(x1, x2, axes=2):
+    from mirax.numpy import tensordot as td
+    return td(x1, x2, axes)
+
+
+def multi_dot(arrays):
+    """arrays[0] @ arrays[1] @ ... in the cheapest order (NumPy's dynamic programme over
+    the chain's shapes); the first may be a vector (a row), the last a vector (a column)."""
+    xs = [float_operand(a, "multi_dot") for a in arrays]
+    if len(xs) < 2:
+        raise ValueError(f"multi_dot: expected at least 2 arrays, got {len(xs)}")
+    first, last = xs[0].ndim == 1, xs[-1].ndim == 1
+    if first:
+        xs[0] = la._row(xs[0])
+    if last:
+        xs[-1] = la._col(xs[-1])
+    if any(x.ndim != 2 for x in xs):
+        raise ValueError("multi_dot: expected 2-d arrays (the first and last may be 1-d), "
+                         f"got {', '.join(short(x) for x in xs)}")
+    dims = [xs[0].shape[0]] + [x.shape[1] for x in xs]
+    for a, b in zip(xs, xs[1:]):
+        if a.shape[1] != b.shape[0]:
+            raise ValueError(f"multi_dot: {short(a)} @ {short(b)} do not fit")
+    n = len(xs)
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j], split[i][j] = min(
+                (cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1], k)
+                for k in range(i, j))
+
+    def chain(i, j):
+        if i == j:
+            return xs[i]
+        k = split[i][j]
+        return la._mm(chain(i, k), chain(k + 1, j))
+    out = chain(0, n - 1)
+    if first:
+        out = sh.squeeze(out, 0)
+    if last:
+        out = sh.squeeze(out, out.ndim - 1)
+    return out
+
+
+def cond(x, p=None):
+    """The condition number: s_max / s_min for p None or 2 (s_min / s_max for -2), else
+    norm(x, p) * norm(inv(x), p)."""
+    x = _matrices(x, "cond")
+    if p in (None, 2, -2):
+        s = la.svd(x)[1]
+        last = (s.ndim - 1,)
+        hi, lo = red.reduce_max(s, last), red.reduce_min(s, last)
+        return ew.div(hi, lo) if p != -2 else ew.div(lo, hi)
+    return ew.mul(norm(x, ord=p, axis=(-2, -1)), norm(la.inv(x), ord=p, axis=(-2, -1)))
+
+
+class LstsqResult(NamedTuple):
+    x: Array
+    residuals: Array
+    rank: Array
+    s: Array
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=False):
+    """Least squares via the SVD, as jnp.linalg.lstsq: (x, residuals, rank, s) with
+    singular values <= rcond * s_max cut (default rcond: eps * max(m, n)); residuals
+    are the squared norms of b - a x per column ((1,) for a vector b; numpy_resid=True:
+    empty where NumPy's are, rank < n or m <= n, which needs a concrete rank)."""
+    a, b = promote("lstsq", float_operand(a, "lstsq"), float_operand(b, "lstsq"))
+    if a.ndim != 2 or b.ndim not in (1, 2) or b.shape[0] != a.shape[0]:
+        raise ValueError(f"lstsq: expected a (m, n) and b (m,) or (m, k), got {short(a)} "
+                         f"and {short(b)}")
+    vector = b.ndim == 1
+    if vector:
+        b = la._col(b)
+    m, n = a.shape
+    if rcond is None:
+        rcond = float(np.finfo(a.dtype).eps) * max(m, n)
+    u, s, vt = la.svd(a)
+    cut = ew.mul(red.reduce_max(s, (0,)), float(rcond)) if s.shape[0] else s
+    keep = ew.gt(s, cut)
+    s_inv = ew.select(keep, ew.div(1.0, ew.select(keep, s, ew.ones_like(s))),
+                      ew.zeros_like(s))
+    x = la._mm(la._T(vt), ew.mul(la._col(s_inv), la._mm(la._T(u), b)))
+    rank = red.reduce_sum(ew.convert_element_type(keep, dtypes.int32), (0,))
+    r = ew.sub(b, la._mm(a, x))
+    resid = red.reduce_sum(ew.mul(r, r), (0,))  # (k,); (1,) for a vector b, as JAX
+    if numpy_resid and (m <= n or int(rank) < n):
+        resid = resid[:0]
+    return LstsqResult(sh.squeeze(x, 1) if vector else x, resid, rank, s)
+
+
+def tensorinv(a, ind=2):
+    """b with tensordot(b, a, ind) the identity, as np.linalg.tensorinv."""
+    a = float_operand(a, "tensorinv")
+    out, inn = tuple(a.shape[:ind]), tuple(a.shape[ind:])
+    rows, cols = int(np.prod(out)), int(np.prod(inn))
+    if ind <= 0 or rows != cols:
+        raise ValueError(f"tensorinv: prod(a.shape[:ind]) must equal prod(a.shape[ind:]), "
+                         f"got {short(a)} with ind={ind}")
+    return sh.reshape(la.inv(sh.reshape(a, (rows, cols))), inn + out)
+
+
+def tensorsolve(a, b, axes=None):
+    """x with tensordot(a, x, x.ndim) = b, as np.linalg.tensorsolve."""
+    a, b = promote("tensorsolve", float_operand(a, "tensorsolve"),
+                   float_operand(b, "tensorsolve"))
+    if axes is not None:
+        axes = [ax % a.ndim for ax in axes]
+        a = sh.transpose(a, [i for i in range(a.ndim) if i not in axes] + axes)
+    xshape = tuple(a.shape[b.ndim:])
+    rows, cols = int(np.prod(a.shape[:b.ndim])), int(np.prod(xshape))
+    if tuple(a.shape[:b.ndim]) != tuple(b.shape) or rows != cols:
+        raise ValueError(f"tensorsolve: {short(a)} and {short(b)} do not make a square system")
+    x = la.solve(sh.reshape(a, (rows, cols)), sh.reshape(b, (rows, 1)))
+    return sh.reshape(x, xshape)

@@ -331,3 +331,64 @@ def test_errors():
         mnp.linalg.norm(np.ones((2, 2)), "nuc", axis=0)
     nan_chol = np.asarray(L.cholesky(-np.eye(2)))
     assert np.isnan(nan_chol).all()
+
+
+def test_array_api_linalg_names_against_jax():
+    """jnp.linalg's array-API names and lstsq / cond / multi_dot / tensorinv /
+    tensorsolve: values as JAX's (float64), gradients where they are smooth."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    a, b, v = RNG.randn(2, 4, 3), RNG.randn(5, 3), RNG.randn(3)
+    t4 = RNG.randn(2, 3, 6)
+    sq = RNG.randn(4, 4) + 4 * np.eye(4)
+    cases = [
+        ("matrix_transpose", (a,), {}), ("vector_norm", (a,), {}),
+        ("vector_norm", (a,), {"axis": 1, "ord": 1, "keepdims": True}),
+        ("matrix_norm", (a,), {}), ("matrix_norm", (a,), {"ord": "nuc"}),
+        ("matrix_norm", (a,), {"ord": np.inf, "keepdims": True}),
+        ("trace", (a,), {"offset": 1}), ("diagonal", (a,), {"offset": -1}),
+        ("outer", (v, RNG.randn(4)), {}), ("cross", (b, RNG.randn(5, 3)), {}),
+        ("vecdot", (b, RNG.randn(5, 3)), {"axis": 0}),
+        ("tensordot", (a, RNG.randn(4, 3, 2)), {"axes": 2}),
+        ("cond", (sq,), {}), ("cond", (sq,), {"p": -2}), ("cond", (sq,), {"p": "fro"}),
+        ("cond", (sq,), {"p": 1}),
+        ("tensorinv", (RNG.randn(6, 2, 3) + np.eye(6).reshape(6, 2, 3) * 3,), {"ind": 1}),
+        ("tensorsolve", (RNG.randn(2, 3, 6) + np.eye(6).reshape(2, 3, 6) * 3,
+                         RNG.randn(2, 3)), {}),
+    ]
+    with jax.enable_x64(True):
+        for name, args, kw in cases:
+            got = getattr(mnp.linalg, name)(*args, **kw)
+            want = getattr(jnp.linalg, name)(*args, **kw)
+            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9,
+                                       atol=1e-12, err_msg=name)
+        mats = [RNG.randn(3, 7), RNG.randn(7, 2), RNG.randn(2, 9), RNG.randn(9, 4)]
+        for xs in (mats, [v] + mats, mats + [RNG.randn(4)], mats[:2]):
+            np.testing.assert_allclose(np.asarray(mnp.linalg.multi_dot(xs)),
+                                       np.asarray(jnp.linalg.multi_dot(xs)), rtol=1e-9)
+        for aa, bb in ((RNG.randn(6, 3), RNG.randn(6)), (RNG.randn(6, 3), RNG.randn(6, 2)),
+                       (RNG.randn(3, 5), RNG.randn(3)),
+                       (np.c_[t4[0, :, :2], t4[0, :, :2]], RNG.randn(3))):  # rank 2 of 4
+            for npr in (False, True):
+                got = mnp.linalg.lstsq(aa, bb, numpy_resid=npr)
+                want = jnp.linalg.lstsq(aa, bb, numpy_resid=npr)
+                for g, w in zip(got, want):
+                    assert np.shape(g) == np.shape(w)
+                    np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-8,
+                                               atol=1e-10)
+        for f, jf, x in (
+                (lambda z: mnp.linalg.cond(z), lambda z: jnp.linalg.cond(z), sq),
+                (lambda z: mnp.linalg.lstsq(z, b[:, 0])[0].sum(),
+                 lambda z: jnp.linalg.lstsq(z, b[:, 0])[0].sum(), RNG.randn(5, 3)),
+                (lambda z: mnp.linalg.multi_dot([z, z.T, z]).sum(),
+                 lambda z: jnp.linalg.multi_dot([z, z.T, z]).sum(), RNG.randn(3, 4)),
+                (lambda z: mnp.linalg.vector_norm(z, ord=3),
+                 lambda z: jnp.linalg.vector_norm(z, ord=3), a)):
+            np.testing.assert_allclose(np.asarray(mx.grad(f)(x)), np.asarray(jax.grad(jf)(x)),
+                                       rtol=1e-7, atol=1e-9)
+    with pytest.raises(ValueError, match="multi_dot"):
+        mnp.linalg.multi_dot([RNG.randn(2, 3), RNG.randn(4, 2)])
+    with pytest.raises(ValueError, match="lstsq"):
+        mnp.linalg.lstsq(RNG.randn(4, 3), RNG.randn(5))
+    with pytest.raises(ValueError, match="matrix_transpose"):
+        mnp.linalg.matrix_transpose(v)
