@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import enum
 import math
+import warnings
 
 import numpy as np
 
@@ -210,6 +211,13 @@ def _pow_impl(x, y):
                 out = np.where(y < 0, np.where(x == 1, 1, np.where(x == -1, odd, 0)), out)
             return np.asarray(out).astype(x.dtype)
         return np.power(x, y)
+
+
+# Floating-point RuntimeWarnings (inf - inf, 0 * inf, log(0)) raised inside mirax's own
+# code are not shown: XLA and JAX compute the IEEE result (NaN, inf) silently, and an
+# errstate block around every cheap op costs more than the op. Warnings from the user's
+# own NumPy calls are untouched (the filter matches the module that called the ufunc).
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"mirax(\.|$)")
 
 
 def _errstate(fn):

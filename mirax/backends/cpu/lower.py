@@ -133,5 +133,6 @@ def lower(graph: Graph):
     from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"# --- generated CPU plan for {graph.name} ---\n{src}", file=sys.stderr)
+    env["__name__"] = "mirax.plan"  # (NumPy's RuntimeWarnings from mirax code are ignored)
     exec(compile(src, f"<mirax plan {graph.name}>", "exec"), env)
     return env["run"]
