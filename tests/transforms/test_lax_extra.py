@@ -1,0 +1,290 @@
+"""mirax.lax compositions (mirax/lax/_extra.py) against jax.lax: values, and derivatives
+against JAX's or central differences (mx.testing.check_grads)."""
+import numpy as np
+import pytest
+
+import mirax as mx
+from mirax import lax
+
+jax = pytest.importorskip("jax")
+jax.config.update("jax_enable_x64", True)
+jlax = jax.lax
+
+RNG = np.random.default_rng(0)
+
+
+def close(a, b, tol=1e-12):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+def same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+    np.testing.assert_array_equal(a, b)
+
+
+# --- cumulative ----------------------------------------------------------------------------
+CUM_REF = {"cumsum": np.add, "cumprod": np.multiply, "cummax": np.maximum,
+           "cummin": np.minimum, "cumlogsumexp": np.logaddexp}
+
+
+@pytest.mark.parametrize("name", sorted(CUM_REF))
+@pytest.mark.parametrize("axis,reverse", [(0, False), (1, True), (-1, False), (0, True)])
+def test_cumulative(name, axis, reverse):
+    x = RNG.normal(size=(4, 5))
+    flip = (lambda a: np.flip(a, axis)) if reverse else (lambda a: a)
+    close(getattr(lax, name)(x, axis=axis, reverse=reverse),
+          flip(CUM_REF[name].accumulate(flip(x), axis=axis)))
+
+
+def test_cumlogsumexp_extremes_and_grad():
+    x = np.array([-1000.0, 0.0, -np.inf, 800.0, 1.0])
+    close(lax.cumlogsumexp(x), jlax.cumlogsumexp(x))
+    close(lax.cumlogsumexp(np.full(3, -np.inf)), np.full(3, -np.inf))
+    x = RNG.normal(size=(6,))
+    g = mx.grad(lambda v: lax.cumlogsumexp(v, reverse=True)[0])(x)
+    close(g, np.exp(x - np.logaddexp.reduce(x)))  # softmax
+    mx.testing.check_grads(lambda v: lax.cumlogsumexp(v, reverse=True), (x,), order=2)
+
+
+# --- sorting -------------------------------------------------------------------------------
+def test_top_k_values_indices_ties_and_grad():
+    x = np.array([[3.0, 1.0, 4.0, 1.0, 5.0, 4.0], [0.0, 2.0, 2.0, -1.0, 7.0, 0.5]])
+    v, i = lax.top_k(x, 3)
+    jv, ji = jlax.top_k(x, 3)
+    close(v, jv)
+    same(i, ji)
+    g = mx.grad(lambda a: (lax.top_k(a, 2)[0] * np.array([1.0, 2.0])).sum())(x)
+    close(g, [[0, 0, 2, 0, 1, 0], [0, 2, 0, 0, 1, 0]])
+    with pytest.raises(ValueError, match="top_k"):
+        lax.top_k(x, 7)
+
+
+def test_sort_forms():
+    x = RNG.normal(size=(3, 5))
+    y = RNG.integers(0, 3, size=(3, 5)).astype(np.int32)
+    close(lax.sort(x, dimension=0), jlax.sort(x, dimension=0))
+    out = lax.sort((y, x), num_keys=1)
+    ref = jlax.sort((y, x), num_keys=1)
+    assert isinstance(out, tuple) and len(out) == 2
+    same(out[0], ref[0])
+    close(out[1], ref[1])
+    out = lax.sort_key_val(x, y, dimension=1)
+    ref = jlax.sort_key_val(x, y, dimension=1)
+    close(out[0], ref[0])
+    same(out[1], ref[1])
+
+
+# --- elementwise ---------------------------------------------------------------------------
+def test_clamp_integer_pow_square_exp2():
+    x = RNG.normal(size=(7,))
+    close(lax.clamp(-0.5, x, 0.5), jlax.clamp(-0.5, x, 0.5))
+    close(mx.grad(lambda v: lax.clamp(-0.5, v, 0.5).sum())(x),
+          jax.grad(lambda v: jlax.clamp(-0.5, v, 0.5).sum())(x))
+    for y in (0, 1, 2, 3, 5, -2):
+        close(lax.integer_pow(x, y), x ** float(y), 1e-10)
+        close(mx.grad(lambda v: lax.integer_pow(v, y).sum())(x), y * x ** (y - 1.0), 1e-10)
+    same(lax.integer_pow(np.arange(5, dtype=np.int32), 3), np.arange(5, dtype=np.int32) ** 3)
+    assert float(mx.grad(lambda v: lax.integer_pow(v, 2))(0.0)) == 0.0
+    close(lax.square(x), jlax.square(x))
+    close(lax.exp2(x), jlax.exp2(x))
+    mx.testing.check_grads(lambda v: lax.integer_pow(v, 3) + lax.square(v), (x,), order=2)
+
+
+@pytest.mark.parametrize("dtype,eb,mb", [(np.float32, 5, 10), (np.float32, 8, 7),
+                                         (np.float64, 8, 23), (np.float64, 5, 2),
+                                         (np.float32, 4, 3), (np.float32, 8, 23)])
+def test_reduce_precision(dtype, eb, mb):
+    x = np.concatenate([RNG.normal(size=50) * 10.0 ** RNG.integers(-9, 9, size=50),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 65520.0, 1e-7, 6e-8,
+                         3e-8, 1.5, 2.5, -2.5, 1 + 2 ** -11, 1 + 3 * 2 ** -11]]).astype(dtype)
+    same(lax.reduce_precision(x, eb, mb), jlax.reduce_precision(x, eb, mb))
+    t = RNG.normal(size=x.shape).astype(dtype)
+    _, tout = mx.jvp(lambda v: lax.reduce_precision(v, eb, mb), (x,), (t,))
+    same(tout, jlax.reduce_precision(t, eb, mb))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint32, np.int64])
+def test_bit_ops(dtype):
+    info = np.iinfo(dtype)
+    x = np.array([0, 1, 5, info.max, info.min, info.max // 3, 255 % (info.max + 1)], dtype)
+    y = np.array([0, 1, 3, 7, 2, 31 % info.bits, info.bits - 1], dtype)
+    for name in ("population_count", "clz"):
+        same(getattr(lax, name)(x), getattr(jlax, name)(x))
+    for name in ("shift_left", "shift_right_logical", "shift_right_arithmetic", "bitwise_and",
+                 "bitwise_or", "bitwise_xor"):
+        same(getattr(lax, name)(x, y), getattr(jlax, name)(x, y))
+    same(lax.bitwise_not(x), jlax.bitwise_not(x))
+    big = np.full(x.shape, info.bits, dtype)  # shifts past the width fill as JAX
+    for name in ("shift_left", "shift_right_logical", "shift_right_arithmetic"):
+        same(getattr(lax, name)(x, big), getattr(jlax, name)(x, big))
+
+
+def test_bitcast_and_errors():
+    x = np.array([-1, 5, -2 ** 31], np.int32)
+    same(lax.bitcast_convert_type(x, np.uint32), jlax.bitcast_convert_type(x, np.uint32))
+    with pytest.raises(NotImplementedError, match="bitcast_convert_type"):
+        lax.bitcast_convert_type(np.ones(3, np.float32), np.int32)
+    with pytest.raises(TypeError, match=r"population_count: .*f32\[3\]"):
+        lax.population_count(np.ones(3, np.float32))
+
+
+# --- shapes, products, selection -----------------------------------------------------------
+def test_shape_helpers():
+    x = RNG.normal(size=(2, 3, 4))
+    close(lax.tile(x, (2, 1, 3)), np.tile(x, (2, 1, 3)))
+    close(lax.broadcast(x, (5, 1)), jlax.broadcast(x, (5, 1)))
+    same(lax.broadcasted_iota(np.int32, (3, 4), 1), jlax.broadcasted_iota(np.int32, (3, 4), 1))
+    assert lax.broadcast_to_rank(x, 5).shape == (1, 1, 2, 3, 4)
+    close(lax.collapse(x, 1), jlax.collapse(x, 1))
+    close(lax.collapse(x, 0, 2), jlax.collapse(x, 0, 2))
+    close(lax.index_in_dim(x, -1, 1), jlax.index_in_dim(x, -1, 1))
+    close(lax.index_in_dim(x, 2, 2, keepdims=False), jlax.index_in_dim(x, 2, 2, False))
+    close(lax.dynamic_index_in_dim(x, 1, 1), jlax.dynamic_index_in_dim(x, 1, 1))
+    u = RNG.normal(size=(2, 1, 4))
+    close(lax.dynamic_update_index_in_dim(x, u, 2, 1),
+          jlax.dynamic_update_index_in_dim(x, u, 2, 1))
+    out = lax.full_like(x, 2, dtype=np.int32, shape=(4,))
+    same(out, jlax.full_like(x, 2, dtype=np.int32, shape=(4,)))
+    g = mx.grad(lambda v: (lax.tile(v, (2, 1, 1)) ** 2).sum() + lax.broadcast(v, (3,)).sum())(x)
+    close(g, 4 * x + 3)
+
+
+def test_products_and_select_n():
+    a, b = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2))
+    close(lax.dot(a, b, precision=lax.Precision.HIGHEST),
+          jlax.dot(a, b, precision=jlax.Precision.HIGHEST))
+    close(lax.dot(a, b[:, 0]), jlax.dot(a, b[:, 0]))
+    assert lax.Precision("highest") is lax.Precision.HIGHEST
+    p, q = RNG.normal(size=(5, 3, 4)), RNG.normal(size=(5, 4, 2))
+    close(lax.batch_matmul(p, q), jlax.batch_matmul(p, q))
+    mx.testing.check_grads(lambda u, v: lax.batch_matmul(u, v), (p, q), order=1)
+    which = np.array([0, 2, 1, 1, 0], np.int32)
+    cases = [RNG.normal(size=5) for _ in range(3)]
+    close(lax.select_n(which, *cases), jlax.select_n(which, *cases))
+    pred = np.array([True, False, True, False, False])
+    close(lax.select_n(pred, cases[0], cases[1]), jlax.select_n(pred, cases[0], cases[1]))
+    tree = {"a": np.ones(2), "b": (np.zeros(1),)}
+    assert lax.optimization_barrier(tree) is tree
+
+
+# --- reduce_window ---------------------------------------------------------------------------
+WINDOW_CASES = [
+    ((6, 7), (2, 3), (1, 2), "VALID", None, None),
+    ((6, 7), (3, 3), (2, 2), "SAME", None, None),
+    ((1, 2, 9), (1, 1, 4), (1, 1, 3), ((0, 0), (1, 0), (2, 1)), None, None),
+    ((5, 6), (2, 2), (1, 1), "VALID", (2, 1), (1, 2)),
+]
+
+
+@pytest.mark.parametrize("case,monoid", [(0, "add"), (1, "add"), (2, "add"), (3, "add"),
+                                          (0, "max"), (1, "max"), (3, "max"), (2, "min"),
+                                          (1, "add_init"), (3, "add_init"), (2, "mul")])
+def test_reduce_window(case, monoid):
+    shape, wd, ws, padding, bd, wdil = WINDOW_CASES[case]
+    x = RNG.normal(size=shape)
+    fn, jfn, init = {"add": (lax.add, jlax.add, 0.0), "max": (lax.max, jlax.max, -np.inf),
+                     "min": (lax.min, jlax.min, np.inf), "add_init": (lax.add, jlax.add, 1.5),
+                     "mul": (lax.mul, jlax.mul, 1.0)}[monoid]
+
+    def f(v):
+        return lax.reduce_window(v, init, fn, wd, ws, padding, bd, wdil)
+
+    @jax.jit
+    def jf(v):
+        return jlax.reduce_window(v, init, jfn, wd, ws, padding, bd, wdil)
+    close(f(x), jf(x))
+    if monoid in ("add_init", "mul") or (wdil and monoid != "add"):  # JAX: no VJP here
+        mx.testing.check_grads(f, (x,), order=1, modes=("rev",))
+        return
+    w = RNG.normal(size=np.shape(jf(x)))
+    close(mx.grad(lambda v: (f(v) * w).sum())(x),
+          jax.jit(jax.grad(lambda v: (jf(v) * w).sum()))(x))
+
+
+def test_reduce_window_jit_vmap():
+    x = RNG.normal(size=(3, 8))
+
+    def f(v):
+        return lax.reduce_window(v, -np.inf, lax.max, (3,), (2,), "SAME")
+    ref = np.stack([np.asarray(f(r)) for r in x])
+    close(mx.vmap(f)(x), ref)
+    close(mx.jit(mx.vmap(f))(x), ref)
+
+
+# --- associative_scan ----------------------------------------------------------------------
+def _affine(a, b):  # composition of x -> a0 x + a1 maps, on a pytree
+    return (a[0] * b[0], b[0] * a[1] + b[1])
+
+
+def _sequential_scan(fn, elems, reverse):
+    n = len(elems[0])
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    out, acc = [None] * n, None
+    for i in order:
+        cur = tuple(e[i] for e in elems)
+        acc = cur if acc is None else fn(acc, cur)
+        out[i] = acc
+    return tuple(np.stack([o[j] for o in out]) for j in range(len(elems)))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 13])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_associative_scan(n, reverse):
+    x = RNG.normal(size=(3, n))
+    close(lax.associative_scan(lax.add, x, reverse=reverse, axis=1),
+          np.flip(np.cumsum(np.flip(x, 1), 1), 1) if reverse else np.cumsum(x, 1))
+    a = (RNG.normal(size=(n, 2)), RNG.normal(size=(n, 2)))
+    out = lax.associative_scan(_affine, a, reverse=reverse)
+    ref = _sequential_scan(_affine, a, reverse)
+    close(out[0], ref[0], 1e-10)
+    close(out[1], ref[1], 1e-10)
+    mx.testing.check_grads(lambda u, v: lax.associative_scan(_affine, (u, v), reverse)[1],
+                           a, order=1, modes=("rev",))
+
+
+def test_associative_scan_jit_bool():
+    x = RNG.normal(size=(9,))
+    close(mx.jit(lambda v: lax.associative_scan(lax.max, v))(x), np.maximum.accumulate(x))
+    b = np.array([False, False, True, False, True])
+    same(lax.associative_scan(lax.bitwise_or, b), np.logical_or.accumulate(b))
+
+
+# --- convolutions --------------------------------------------------------------------------
+def test_conv_and_general_padding():
+    x, w = RNG.normal(size=(2, 3, 7, 6)), RNG.normal(size=(4, 3, 3, 2))
+    close(lax.conv(x, w, (1, 2), "SAME"), jlax.conv(x, w, (1, 2), "SAME"), 1e-10)
+    args = ((2, 1), ((1, 0), (0, 2)), (2, 1), (1, 2))
+    close(lax.conv_with_general_padding(x, w, *args),
+          jlax.conv_with_general_padding(x, w, *args), 1e-10)
+
+
+def test_conv_dimension_numbers():
+    dn = lax.conv_dimension_numbers((1, 5, 5, 3), (3, 3, 3, 8), ("NHWC", "HWIO", "NHWC"))
+    ref = jlax.conv_dimension_numbers((1, 5, 5, 3), (3, 3, 3, 8), ("NHWC", "HWIO", "NHWC"))
+    assert dn == tuple(ref) and dn.rhs_spec == ref.rhs_spec
+    assert lax.conv_dimension_numbers((1, 2, 3), (4, 2, 1), None) == ((0, 1, 2),) * 3
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", ((1, 2), (0, 1))])
+@pytest.mark.parametrize("transpose_kernel", [False, True])
+def test_conv_transpose(padding, transpose_kernel):
+    x, w = RNG.normal(size=(2, 5, 4, 3)), RNG.normal(size=(3, 2, 3, 4))  # NHWC, HWIO
+    if transpose_kernel:
+        w = RNG.normal(size=(3, 2, 4, 3))
+    kw = dict(strides=(2, 1), padding=padding, rhs_dilation=(1, 2),
+              transpose_kernel=transpose_kernel)
+    close(lax.conv_transpose(x, w, **kw), jlax.conv_transpose(x, w, **kw), 1e-10)
+    ct = RNG.normal(size=np.shape(jlax.conv_transpose(x, w, **kw)))
+    g = mx.grad(lambda a, b: (lax.conv_transpose(a, b, **kw) * ct).sum(), argnums=(0, 1))(x, w)
+    jg = jax.jit(jax.grad(lambda a, b: (jlax.conv_transpose(a, b, **kw) * ct).sum(),
+                          argnums=(0, 1)))(x, w)
+    close(g[0], jg[0], 1e-10)
+    close(g[1], jg[1], 1e-10)
+
+
+def test_conv_transpose_nchw():
+    x, w = RNG.normal(size=(1, 2, 5)), RNG.normal(size=(3, 2, 3))  # NCH, OIH
+    dn = ("NCH", "OIH", "NCH")
+    close(lax.conv_transpose(x, w, (3,), "SAME", dimension_numbers=dn),
+          jlax.conv_transpose(x, w, (3,), "SAME", dimension_numbers=dn), 1e-10)
