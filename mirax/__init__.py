@@ -23,6 +23,9 @@ from mirax import lax  # noqa: F401
 from mirax import nn, scipy  # noqa: F401
 from mirax import io, optim, random  # noqa: F401
 from mirax.io import to_dlpack  # noqa: F401
+from mirax.transforms.shape_eval import (  # noqa: F401
+    ShapeDtypeStruct, block_until_ready, ensure_compile_time_eval, eval_shape, named_call)
+from mirax import debug, tree_util  # noqa: F401
 from mirax.numpy import methods as _methods
 
 _methods.install()
