@@ -14,5 +14,6 @@ from mirax.numpy._indexing import *  # noqa: F401,F403
 from mirax.numpy._indexing import (  # noqa: F401
     argwhere, compress, diag, diagonal, flatnonzero, nonzero, put_along_axis, take,
     take_along_axis, trace, tril, triu)
+from mirax.numpy._extra import *  # noqa: F401,F403
 from mirax.core.array import Array as ndarray  # noqa: F401
 from mirax.numpy._sets_stats import *  # noqa: F401,F403
