@@ -450,7 +450,7 @@ c_ = _AxisConcat(-1, 2, 0, "c_")
 s_, index_exp = np.s_, np.index_exp
 
 
-def fill_diagonal(a, val, wrap=False, *, inplace=False):
+def fill_diagonal(a, val, wrap=False, inplace=False):
     """a with its main diagonal set to val (repeated cyclically), as a new array; NumPy's
     `wrap` for tall matrices is honoured. inplace=True is refused (arrays are immutable)."""
     if inplace:

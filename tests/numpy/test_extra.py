@@ -192,6 +192,7 @@ def _jax_avals(name, f):
     return jax.eval_shape(lambda: f(jnp))
 
 
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # NumPy's r_['c'] matrix
 @pytest.mark.parametrize("name,f", CASES, ids=[c[0] for c in CASES])
 def test_value_vs_numpy_dtype_vs_jax(name, f):
     got = f(mnp)
