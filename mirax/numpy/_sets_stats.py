@@ -338,7 +338,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):
     if isinstance(bins, str):
         raise NotImplementedError("histogram_bin_edges: string bins are not supported")
     x = _inexact(_flat(a, "histogram_bin_edges"))
-    if np.ndim(bins) == 1 or (isinstance(bins, (Array, Tracer)) and bins.ndim == 1):
+    if bins.ndim == 1 if isinstance(bins, (Array, Tracer)) else np.ndim(bins) == 1:
         return ew.convert_element_type(operand(bins, "histogram_bin_edges"), x.dtype)
     if isinstance(bins, Tracer):
         raise ConcretizationError("histogram_bin_edges: an int number of bins must be "
@@ -385,8 +385,10 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):
     n, d = s.shape
     s = _inexact(s)
     w = sh.full((n,), 1.0, s.dtype) if weights is None else _flat(weights, "histogramdd")
-    per_dim = [bins] * d if np.ndim(bins) == 0 and not isinstance(bins, (Array, Tracer)) \
-        else list(bins)
+    if isinstance(bins, (Array, Tracer)):
+        raise TypeError(f"histogramdd: bins must be an int or a sequence (one entry per "
+                        f"dimension), got {short(bins)}")
+    per_dim = [bins] * d if np.ndim(bins) == 0 else list(bins)
     if len(per_dim) != d:
         raise ValueError(f"histogramdd: {len(per_dim)} bins given for {d} dimensions")
     edges, idxs, nbins = [], [], []
@@ -563,15 +565,25 @@ def select(condlist, choicelist, default=0):
     return operand(out)
 
 
+def _condition_list(condlist, x):
+    """NumPy's reading of condlist: one condition (an array of x's rank, or a list of
+    scalars for an array x) or a sequence of them."""
+    if isinstance(condlist, (Array, Tracer, np.ndarray)):
+        if condlist.ndim == x.ndim + 1:
+            return [condlist[i] for i in builtins.range(condlist.shape[0])]
+        return [condlist]
+    if x.ndim > 0 and condlist and np.ndim(condlist[0]) == 0 and \
+            not isinstance(condlist[0], (Array, Tracer)):
+        return [condlist]
+    return list(condlist)
+
+
 def piecewise(x, condlist, funclist, *args, **kw):
     """np.piecewise: funclist[i] (a function of x or a constant) where condlist[i] holds (the
     last true one wins); an extra last entry is the default, else 0. Every branch is
     evaluated on all of x and the results selected (so it works under jit)."""
     x = operand(x, "piecewise")
-    conds = [operand(cnd, "piecewise") for cnd in (
-        [condlist] if isinstance(condlist, (Array, Tracer, np.ndarray)) and
-        np.ndim(condlist) == x.ndim and x.ndim > 0 and np.shape(condlist)[0] != len(
-            funclist) else condlist)]
+    conds = [operand(cnd, "piecewise") for cnd in _condition_list(condlist, x)]
     nc, nf = len(conds), len(funclist)
     if nf == nc + 1:
         default, funcs = funclist[-1], list(funclist[:-1])

@@ -236,7 +236,7 @@ def test_interp_values_and_grad():
     _eq(mnp.interp(x, xp, fp, period=3.), np.interp(x, xp, fp, period=3.), rtol=1e-5)
     jax, jnp = _jax()
     g = mx.grad(lambda *a: mnp.sum(mnp.interp(*a) ** 2), (0, 1, 2))(x, xp, fp)
-    gj = jax.grad(lambda *a: jnp.sum(jnp.interp(*a) ** 2), (0, 1, 2))(x, xp, fp)
+    gj = jax.jit(jax.grad(lambda *a: jnp.sum(jnp.interp(*a) ** 2), (0, 1, 2)))(x, xp, fp)
     _eq(g, gj, rtol=1e-5)
     _eq(mx.jit(mnp.interp)(x, xp, fp), np.interp(x, xp, fp))
 
@@ -287,8 +287,8 @@ def test_nanmedian_nanpercentile_and_grads():
     x = np.array([[1., np.nan, 3., -2., 0.7], [4., 0.5, np.nan, 2., 8.]], np.float32)
     f = lambda v: mnp.sum(mnp.nanquantile(v, np.array([0.2, 0.5]), axis=1) ** 2)  # noqa: E731
     fj = lambda v: jnp.sum(jnp.nanquantile(v, jnp.array([0.2, 0.5]), axis=1) ** 2)  # noqa: E731
-    _eq(mx.grad(f)(x), jax.grad(fj)(x), rtol=1e-5)
-    _eq(mx.grad(lambda v: mnp.nanmedian(v))(x), jax.grad(lambda v: jnp.nanmedian(v))(x))
+    _eq(mx.grad(f)(x), jax.jit(jax.grad(fj))(x), rtol=1e-5)
+    _eq(mx.grad(lambda v: mnp.nanmedian(v))(x), jax.jit(jax.grad(jnp.nanmedian))(x))
     q = mx.jit(lambda v, qq: mnp.nanquantile(v, qq, axis=1))(x, np.float32(0.4))
     _eq(q, np.nanquantile(x, 0.4, axis=1), rtol=1e-5)
     with pytest.raises(ValueError, match="nanquantile"):
@@ -302,7 +302,7 @@ def test_nancumsum_nancumprod():
     jax, jnp = _jax()
     x = np.array([1.5, np.nan, -2., 0.5], np.float32)
     _eq(mx.grad(lambda v: mnp.sum(mnp.nancumprod(v)))(x),
-        jax.grad(lambda v: jnp.sum(jnp.nancumprod(v)))(x))
+        jax.jit(jax.grad(lambda v: jnp.sum(jnp.nancumprod(v))))(x))
 
 
 # --- selection ------------------------------------------------------------------------------
@@ -313,7 +313,7 @@ def test_select_and_grad():
     _eq(mnp.select(conds(x), [x ** 2, -x], 5.), np.select(conds(x), [x ** 2, -x], 5.))
     f = lambda v: mnp.sum(mnp.select(conds(v), [v ** 2, mnp.sqrt(mnp.abs(v))], 1.))  # noqa
     fj = lambda v: jnp.sum(jnp.select(conds(v), [v ** 2, jnp.sqrt(jnp.abs(v))], 1.))  # noqa
-    _eq(mx.grad(f)(x), jax.grad(fj)(x), rtol=1e-5)
+    _eq(mx.grad(f)(x), jax.jit(jax.grad(fj))(x), rtol=1e-5)
     with pytest.raises(ValueError, match="select"):
         mnp.select([x > 0], [x, x])
     with pytest.raises(TypeError, match="select"):
@@ -329,7 +329,8 @@ def test_piecewise_and_grad():
         np.piecewise(x, x > 0, [lambda v: v * 3, 1.]))
     jax, jnp = _jax()
     g = mx.grad(lambda v: mnp.sum(mnp.piecewise(v, [v < 0, v > 1], [mnp.sin, mnp.exp, 1.])))
-    gj = jax.grad(lambda v: jnp.sum(jnp.piecewise(v, [v < 0, v > 1], [jnp.sin, jnp.exp, 1.])))
+    gj = jax.jit(jax.grad(lambda v: jnp.sum(jnp.piecewise(v, [v < 0, v > 1],
+                                                          [jnp.sin, jnp.exp, 1.]))))
     _eq(g(x), gj(x), rtol=1e-5)
     jf = mx.jit(lambda v: mnp.piecewise(v, [v < 0], [lambda u: u * 2, lambda u: u - 1]))
     _eq(jf(x), np.piecewise(x, [x < 0], [lambda u: u * 2, lambda u: u - 1]))
@@ -543,3 +544,49 @@ def test_vectorize():
         mnp.vectorize(lambda a: a, signature="(n->()")(m1)
     jv = mx.jit(mnp.vectorize(lambda a, b: mnp.where(a > b, a, b * 2)))
     _eq(jv(x, y), np.where(x > y, x, y * 2))
+
+
+def test_piecewise_condition_forms():
+    x = np.array([-1., 2.], np.float32)
+    for cl, fl in [([True, False], [5., 1.]), (np.stack([x > 0, x < 0]), [1., 2., 3.]),
+                   (x > 0, [lambda v: v * 3, 1.])]:
+        _eq(mnp.piecewise(x, cl, fl), np.piecewise(x, cl, fl))
+    x0 = np.float32(2.)
+    _eq(mnp.piecewise(x0, [x0 > 1, x0 > 3], [1., 2., 3.]),
+        np.piecewise(x0, [x0 > 1, x0 > 3], [1., 2., 3.]))
+
+
+def test_transforms_compose():
+    x = np.array([[3, 1, 3, 2], [5, 5, 0, 1]], np.int32)
+    _eq(mx.vmap(lambda r: mnp.unique(r, size=4, fill_value=-1))(x),
+        [[1, 2, 3, -1], [0, 1, 5, -1]])
+    _eq(mx.vmap(lambda r: mnp.setdiff1d(r, np.array([1, 5]), size=3))(x), [[2, 3, 0], [0] * 3])
+    f = RNG.normal(size=(3, 20)).astype(np.float32)
+    _eq(mx.vmap(lambda v: mnp.histogram(v, 4)[0])(f), [np.histogram(r, 4)[0] for r in f])
+    _eq(mx.jit(lambda v: mnp.histogram(v, 4)[0])(f[0]), np.histogram(f[0], 4)[0])
+    _eq(mx.vmap(mnp.nanmedian)(f), np.median(f, 1))
+    h = mx.hessian(lambda v: mnp.sum(mnp.interp(v, np.array([0., 1., 2.]),
+                                                np.array([1., 3., 2.])) ** 2))
+    _eq(h(np.array([0.5, 1.5], np.float32)), [[8., 0.], [0., 2.]])
+    _eq(mx.vmap(lambda v: mnp.lexsort((v, -v)))(f[:, :5]),
+        [np.lexsort((r, -r)) for r in f[:, :5]])
+
+
+def test_bad_input_messages():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(ValueError, match=r"bincount.*i32\[2,3\]"):
+        mnp.bincount(np.zeros((2, 3), np.int32))
+    with pytest.raises(ValueError, match=r"digitize.*f32\[2,3\]"):
+        mnp.digitize(np.ones(3), x)
+    with pytest.raises(ValueError, match=r"interp.*f32\[2\].*f32\[3\]"):
+        mnp.interp(1., np.ones(2, np.float32), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match=r"histogramdd.*f32\[3\]"):
+        mnp.histogramdd(np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="unique"):
+        mnp.unique(x, axis=2)
+    with pytest.raises(ValueError, match=r"polyval.*f32\[2,3\]"):
+        mnp.polyval(x, 1.)
+    with pytest.raises(ValueError, match="piecewise"):
+        mnp.piecewise(x, [x > 0], [1., 2., 3.])
+    with pytest.raises(ValueError, match=r"place.*f32\[2,3\]"):
+        mnp.place(x, np.ones(4, bool), [1.], inplace=False)
