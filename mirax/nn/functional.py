@@ -6,6 +6,12 @@ conv.py, where the primitives and fused composites live with all their rules.
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
+from mirax.ops import elementwise as ew
+from mirax.ops.common import float_operand, normalize_axes, operand, promote
 from mirax.ops.conv import avg_pool2d, conv2d, conv_general_dilated, max_pool2d
 from mirax.ops.graph_ops import (
     embedding, index_add, index_select, segment_max, segment_mean, segment_softmax,
@@ -17,8 +23,61 @@ from mirax.ops.nn import (
     standardize)
 from mirax.ops.quant import fake_quantize, ste_round, ste_sign
 from mirax.ops.elementwise import tanh
+from mirax.ops.reduction import reduce_sum
+from mirax.ops.shape import broadcast_to, full, reshape
 
 swish, hard_swish = silu, hard_silu   # JAX's other names
+
+
+def identity(x):
+    """x unchanged (as an mx.Array)."""
+    return operand(x, "identity")
+
+
+def squareplus(x, b=4):
+    """(x + ew.sqrt(x^2 + b)) / 2, a smooth relu (arXiv:2112.11687)."""
+    x, b = promote("squareplus", x, b)
+    return ew.div(ew.add(x, ew.sqrt(ew.add(ew.mul(x, x), b))), 2.0)
+
+
+def sparse_plus(x):
+    """0 for x <= -1, (x + 1)^2 / 4 for -1 < x < 1, x for x >= 1 (softplus's sparse twin)."""
+    x = float_operand(x, "sparse_plus")
+    xp1 = ew.add(x, 1.0)
+    inner = ew.select(ew.ge(x, 1.0), x, ew.div(ew.mul(xp1, xp1), 4.0))
+    return ew.select(ew.le(x, -1.0), ew.zeros_like(x), inner)
+
+
+def sparse_sigmoid(x):
+    """clip(x + 1, 0, 2) / 2: the derivative of sparse_plus (ties at the kinks split evenly,
+    as jax.nn's clip does)."""
+    x = float_operand(x, "sparse_sigmoid")
+    return ew.mul(0.5, ew.min(ew.max(ew.add(x, 1.0), 0.0), 2.0))
+
+
+def log1mexp(x):
+    """ew.log(1 - ew.exp(-x)) for x >= 0, stably: ew.log(-ew.expm1(-x)) below log 2, else
+    ew.log1p(-ew.exp(-x)) (Maechler's note); d/dx = 1 / ew.expm1(x)."""
+    x = float_operand(x, "log1mexp")
+    small = ew.log(ew.neg(ew.expm1(ew.neg(x))))
+    return ew.select(ew.lt(x, float(np.log(2.0))), small, ew.log1p(ew.neg(ew.exp(ew.neg(x)))))
+
+
+def logmeanexp(x, axis=None, where=None, keepdims=False):
+    """ew.log(mean(ew.exp(x))) over axis = logsumexp - ew.log(count), over the entries where `where`
+    is True when given."""
+    x = float_operand(x, "logmeanexp")
+    axes = normalize_axes(axis, x.ndim, "logmeanexp", x)
+    if where is None:
+        count = float(math.prod(x.shape[a] for a in axes))
+        return ew.sub(logsumexp(x, axis=axes, keepdims=keepdims), np.log(count).astype(x.dtype))
+    mask = broadcast_to(operand(where, "logmeanexp"), tuple(x.shape))
+    masked = ew.select(mask, x, full(tuple(x.shape), -np.inf, x.dtype))
+    lse = logsumexp(masked, axis=axes, keepdims=keepdims)
+    count = reduce_sum(ew.convert_element_type(mask, x.dtype), axes)
+    if keepdims:
+        count = reshape(count, tuple(lse.shape))
+    return ew.sub(lse, ew.log(count))
 
 
 def dropout(x, rate, key=None, *, mask=None, deterministic=False):
@@ -51,7 +110,8 @@ def dropout(x, rate, key=None, *, mask=None, deterministic=False):
 __all__ = [
     "relu", "gelu", "silu", "sigmoid", "tanh", "softplus", "leaky_relu", "elu",
     "celu", "selu", "relu6", "hard_tanh", "hard_sigmoid", "hard_silu", "hard_swish", "swish",
-    "soft_sign", "log_sigmoid", "mish", "glu", "standardize",
+    "soft_sign", "log_sigmoid", "mish", "glu", "standardize", "identity", "squareplus",
+    "sparse_plus", "sparse_sigmoid", "log1mexp", "logmeanexp",
     "softmax", "log_softmax", "logsumexp", "one_hot", "softmax_cross_entropy",
     "layer_norm", "rms_norm", "dropout", "embedding", "dot_product_attention",
     "conv_general_dilated", "conv2d", "max_pool2d", "avg_pool2d",
