@@ -214,14 +214,26 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    """A geometric sequence from start to stop (the sign of start, as jnp.geomspace)."""
+    """A geometric sequence from start to stop (with start's sign, as jnp.geomspace), in
+    float64 with exact endpoints (as NumPy). Integer dtypes truncate once float64 rounding
+    noise is dropped, so exact integer sequences stay exact (geomspace(1, 8, 4) = 1, 2, 4, 8).
+    """
     d = _float_result(dtype, start, stop)
     start, stop = (ew.convert_element_type(operand(v, "geomspace"), dtypes.float64)
                    for v in (start, stop))
+    start, stop = shx.broadcast_arrays(start, stop)
     sign = ew.sign(start)
-    lo, hi = mth.log10(ew.div(start, sign)), mth.log10(ew.div(stop, sign))
-    out = logspace(lo, hi, num, endpoint=endpoint, dtype=dtypes.float64, axis=0)
-    out = ew.mul(out, sign)
+    lin = core.linspace(ew.log(ew.div(start, sign)), ew.log(ew.div(stop, sign)), num,
+                        endpoint=endpoint, dtype=dtypes.float64)
+    out = ew.mul(ew.exp(lin), sign)
+    n = out.shape[0]
+    if n:
+        last = stop if endpoint and n > 1 else None
+        parts = [sh.expand_dims(start, 0), sh.slice_in_dim(out, 1, n - (last is not None))]
+        out = sh.concatenate(parts + ([sh.expand_dims(last, 0)] if last is not None else []),
+                             0)
+    if not dtypes.is_float(d):
+        out = ew.mul(out, 1.0 + 1e-14)   # toward larger magnitude: trunc(1.9999999999999996)
     if out.ndim > 1:
         out = sh.moveaxis(out, 0, normalize_axis(axis, out.ndim, "geomspace"))
     return ew.convert_element_type(out, d)

@@ -76,6 +76,8 @@ CASES = [
                                           np.arange(1, 4, dtype=np.float32), 4, axis=1)),
     ("geomspace", lambda m: m.geomspace(1, 1000, 4)),
     ("geomspace-neg", lambda m: m.geomspace(-2.0, -32.0, 5)),
+    ("geomspace-int", lambda m: m.geomspace(1, 8, 4, dtype=m.int32)),
+    ("geomspace-1", lambda m: m.geomspace(2.0, 5.0, 1)),
     ("geomspace-noend", lambda m: m.geomspace(3.0, 48.0, 4, endpoint=False)),
     ("geomspace-arr", lambda m: m.geomspace(np.array([1.0, 2.0], np.float32),
                                             np.array([8.0, 32.0], np.float32), 3, axis=-1)),
@@ -211,6 +213,14 @@ def test_fill_diagonal_wrap_vs_numpy():
     got = mnp.fill_diagonal(a, np.array([1.0, 2.0], np.float32), wrap=True)
     np.fill_diagonal(a, np.array([1.0, 2.0]), wrap=True)
     np.testing.assert_array_equal(np.asarray(got), a)
+
+
+def test_geomspace_integer_sequences_exact():
+    # NumPy gives 47 for the third entry and JAX 12287 for the last (float rounding noise)
+    got = mnp.geomspace(3, 3 * 4 ** 6, 7, dtype=mnp.int32)
+    np.testing.assert_array_equal(np.asarray(got), 3 * 4 ** np.arange(7))
+    np.testing.assert_array_equal(np.asarray(mnp.geomspace(-1, -2 ** 20, 21, dtype=mnp.int64)),
+                                  -(2 ** np.arange(21)))
 
 
 def test_i0_float64_vs_numpy():
