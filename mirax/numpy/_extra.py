@@ -696,7 +696,11 @@ def _i0_fn():
 def i0(x):
     """Modified Bessel function of the first kind, order 0 (Cephes' Chebyshev series);
     its derivative is I1."""
-    return _i0_fn()(float_operand(x, "i0"))
+    x = float_operand(x, "i0")
+    if x.dtype in (dtypes.float16, dtypes.bfloat16):   # the series needs float32's range
+        return ew.convert_element_type(_i0_fn()(ew.convert_element_type(x, dtypes.float32)),
+                                       x.dtype)
+    return _i0_fn()(x)
 
 
 def unwrap(p, discont=None, axis=-1, period=2 * math.pi):
