@@ -346,11 +346,9 @@ def vander(x, N=None, increasing=False):
     N = x.shape[0] if N is None else int(N)
     if N < 0:
         raise ValueError(f"vander: N must be non-negative, got {N}")
-    cols, p = [], ew.ones_like(x)
-    for i in range(N):
-        cols.append(p)
-        if i < N - 1:
-            p = ew.mul(p, x)
+    cols = [ew.ones_like(x), x][:N]
+    for _ in range(N - 2):
+        cols.append(ew.mul(cols[-1], x))
     if not cols:
         return sh.full((x.shape[0], 0), 0, x.dtype)
     out = sh.stack(cols if increasing else cols[::-1], 1)
