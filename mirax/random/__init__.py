@@ -30,13 +30,13 @@ from mirax.ops.creation import asarray
 from mirax.ops.sort import sort
 
 __all__ = [
-    "ball", "bernoulli", "beta", "bits", "categorical", "cauchy", "chisquare", "choice", "clone",
-    "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in", "gamma",
-    "generalized_normal", "geometric", "gumbel", "key", "key_data", "laplace", "loggamma",
-    "logistic", "lognormal", "maxwell", "multivariate_normal", "normal", "orthogonal", "pareto",
-    "permutation", "poisson", "PRNGKey", "rademacher", "randint", "rayleigh", "split", "t",
-    "threefry2x32", "triangular", "truncated_normal", "uniform", "wald", "weibull_min",
-    "wrap_key_data",
+    "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare",
+    "choice", "clone", "dirichlet", "double_sided_maxwell", "exponential", "f", "fold_in",
+    "gamma", "generalized_normal", "geometric", "gumbel", "key", "key_data", "laplace",
+    "loggamma", "logistic", "lognormal", "maxwell", "multinomial", "multivariate_normal",
+    "normal", "orthogonal", "pareto", "permutation", "poisson", "PRNGKey", "rademacher",
+    "randint", "rayleigh", "split", "t", "threefry2x32", "triangular", "truncated_normal",
+    "uniform", "wald", "weibull_min", "wrap_key_data",
 ]
 
 _U32 = dtypes.uint32
@@ -973,3 +973,143 @@ def poisson(key, lam, shape=None, dtype=None):
     out = ew.select(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype),
                     _poisson_rejection(key, lam_rej, shape, dtype))
     return ew.select(ew.eq(lam, 0.0), ew.zeros_like(out), out)
+
+
+# --- binomial and multinomial -------------------------------------------------------------------
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)
+
+
+def _stirling_tail(k):
+    """log k! - Stirling's approximation of it: a table for k <= 9, the series above."""
+    import mirax.numpy as mnp
+    dtype = k.dtype
+    kc = ew.min(ew.max(k, 0.0), 9.0)
+    kp1 = ew.add(kc, 1.0)
+    kp1sq = ew.mul(kp1, kp1)
+    approx = ew.div(ew.sub(1.0 / 12, ew.div(ew.sub(1.0 / 360, ew.div(1.0 / 1260, kp1sq)), kp1sq)),
+                    kp1)
+    table = mnp.take(np.array(_STIRLING_TAIL, dtype), ew.convert_element_type(ew.floor(kc),
+                                                                           dtypes.int32))
+    return ew.select(ew.le(k, 9.0), table, approx)
+
+
+def _binomial_inversion(key, count, prob, shape):
+    """Count geometric waiting times until they pass `count` (small count * p)."""
+    from mirax.ops.loops import while_loop
+    log_q = ew.log1p(ew.neg(prob))
+
+    def body(s):
+        num_geom, geom_sum, rng = s
+        sub, rng = split(rng)          # (sic) JAX takes the first key as the subkey here
+        num_geom = ew.select(ew.le(geom_sum, count), ew.add(num_geom, 1.0), num_geom)
+        geom = ew.ceil(ew.div(ew.log(uniform(sub, shape, prob.dtype)), log_q))
+        return num_geom, ew.add(geom_sum, geom), rng
+
+    zeros = sh.full(shape, 0.0, prob.dtype)
+    k = while_loop(lambda s: _any(ew.le(s[1], count)), body, (zeros, zeros, key))[0]
+    return ew.sub(k, 1.0)
+
+
+def _btrs(key, count, prob, shape):
+    """Hormann's transformed rejection with squeeze (BTRS) for count * p > 10."""
+    from mirax.ops.loops import while_loop
+    stddev = ew.sqrt(ew.mul(ew.mul(count, prob), ew.sub(1.0, prob)))
+    b = ew.add(1.15, ew.mul(2.53, stddev))
+    a = ew.add(ew.add(-0.0873, ew.mul(0.0248, b)), ew.mul(0.01, prob))
+    c = ew.add(ew.mul(count, prob), 0.5)
+    v_r = ew.sub(0.92, ew.div(4.2, b))
+    r = ew.div(prob, ew.sub(1.0, prob))
+    alpha = ew.mul(ew.add(2.83, ew.div(5.1, b)), stddev)
+    m = ew.floor(ew.mul(ew.add(count, 1.0), prob))
+    t_m = ew.mul(ew.add(m, 0.5), ew.log(ew.div(ew.add(m, 1.0),
+                                             ew.mul(r, ew.add(ew.sub(count, m), 1.0)))))
+    tail_m, tail_cm = _stirling_tail(m), _stirling_tail(ew.sub(count, m))
+
+    def body(s):
+        k_out, accepted, rng = s
+        rng, s0, s1 = split(rng, 3)
+        u = ew.sub(uniform(s0, shape, prob.dtype), 0.5)
+        v = uniform(s1, shape, prob.dtype)
+        us = ew.sub(0.5, ew.abs(u))
+        accept1 = ew.logical_and(ew.ge(us, 0.07), ew.le(v, v_r))
+        k = ew.floor(ew.add(ew.mul(ew.add(ew.div(ew.mul(2.0, a), us), b), u), c))
+        reject = ew.logical_or(ew.lt(k, 0.0), ew.gt(k, count))
+        v = ew.log(ew.div(ew.mul(v, alpha), ew.add(ew.div(a, ew.mul(us, us)), b)))
+        cmk1 = ew.add(ew.sub(count, k), 1.0)
+        terms = (t_m, ew.mul(ew.add(count, 1.0), ew.log(ew.div(ew.add(ew.sub(count, m), 1.0),
+                                                               cmk1))),
+                 ew.mul(ew.add(k, 0.5), ew.log(ew.div(ew.mul(r, cmk1), ew.add(k, 1.0)))),
+                 tail_m, tail_cm)
+        ub = terms[0]
+        for term in terms[1:]:          # summed in JAX's order
+            ub = ew.add(ub, term)
+        ub = ew.sub(ew.sub(ub, _stirling_tail(k)), _stirling_tail(ew.sub(count, k)))
+        accept = ew.logical_or(accept1, ew.logical_and(ew.logical_not(reject), ew.le(v, ub)))
+        return ew.select(accept, k, k_out), ew.logical_or(accepted, accept), rng
+
+    init = (sh.full(shape, -1.0, prob.dtype), sh.full(shape, False, dtypes.bool_), key)
+    return while_loop(lambda s: _any(ew.logical_not(s[1])), body, init)[0]
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+    """Binomial(n, p) counts as floats (float32 by default), as JAX: the inversion method for
+    n * min(p, 1-p) <= 10, BTRS above; NaN for a NaN or negative n or an invalid p."""
+    key = _check_key(key, "random.binomial")
+    dtype = _float_dtype(dtype, "random.binomial")
+    p = operand(p, "random.binomial")
+    if p.dtype not in dtypes.FLOATS:
+        p = ew.convert_element_type(p, dtypes.default_float)
+    count = ew.convert_element_type(operand(n, "random.binomial"), p.dtype)
+    shape = _out_shape("binomial", shape, count, p)
+    count, p = sh.broadcast_to(count, shape), sh.broadcast_to(p, shape)
+    p_lt_half = ew.lt(p, 0.5)
+    q = ew.select(p_lt_half, p, ew.sub(1.0, p))
+    bad_count = ew.logical_or(ew.ne(count, count), ew.lt(count, 0.0))
+    inf_count = ew.eq(ew.abs(count), np.inf)
+    q_nan, q_neg = ew.ne(q, q), ew.lt(q, 0.0)
+    q = ew.select(ew.logical_or(q_nan, q_neg), ew.add(ew.zeros_like(q), 0.01), q)
+    use_inv = ew.logical_or(bad_count, ew.le(ew.mul(count, q), 10.0))
+    count = ew.floor(count)
+    zeros = ew.zeros_like(count)
+    inv = _binomial_inversion(key, ew.select(use_inv, count, zeros), q, shape)
+    btrs = _btrs(key, ew.select(use_inv, ew.add(zeros, 1e4), count),
+                 ew.select(use_inv, ew.add(zeros, 0.5), q), shape)
+    out = ew.convert_element_type(ew.select(use_inv, inv, btrs), dtype)
+    invalid = ew.logical_or(ew.logical_or(q_neg, q_nan), bad_count)
+    out = ew.select(invalid, ew.add(ew.zeros_like(out), np.nan), out)
+    out = ew.select(ew.logical_and(inf_count, ew.logical_not(invalid)),
+                    ew.add(ew.zeros_like(out), np.inf), out)
+    keep = ew.logical_or(ew.logical_or(p_lt_half, bad_count), ew.logical_or(q_nan, inf_count))
+    finite_count = ew.select(inf_count, zeros, count)     # (inf - inf would warn)
+    return ew.select(keep, out, ew.sub(ew.convert_element_type(finite_count, dtype), out))
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
+    """Multinomial(n, p) counts over p's last axis (floats, as JAX): one binomial draw per
+    outcome, each on the trials left. `shape` is the full result shape (p.shape by default).
+    `unroll` is accepted for JAX's signature and ignored."""
+    from mirax.numpy import cumsum, moveaxis, where
+    from mirax.ops.scan import scan
+    key = _check_key(key, "random.multinomial")
+    n, p = promote("random.multinomial", n, p)
+    if p.dtype not in dtypes.FLOATS:
+        n, p = (ew.convert_element_type(v, dtypes.default_float) for v in (n, p))
+    if p.ndim < 1:
+        raise ValueError(f"random.multinomial: p must have ndim >= 1, got {short(p)}")
+    shape = tuple(p.shape) if shape is None else _shape(shape, "random.multinomial")
+    n, p = sh.broadcast_to(n, shape[:-1]), sh.broadcast_to(p, shape)
+    p = moveaxis(p, -1, 0)
+    rest = sh.rev(cumsum(sh.rev(p, (0,)), axis=0), (0,))     # p[i] + p[i+1] + ...
+    ratios = ew.div(p, where(ew.eq(rest, 0.0), 1.0, rest))
+
+    def step(remainder, ratio_key):
+        ratio, k = ratio_key
+        count = binomial(k, remainder, ew.min(ew.max(ratio, 0.0), 1.0), dtype=remainder.dtype)
+        return ew.sub(remainder, count), count
+
+    _, counts = scan(step, n, (ratios, split(key, ratios.shape[0])))
+    out = moveaxis(counts, 0, -1)
+    return ew.convert_element_type(out, _float_dtype(dtype, "random.multinomial"))

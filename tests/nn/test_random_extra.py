@@ -18,6 +18,9 @@ MU = np.array([1.0, -2.0, 0.5], np.float32)
 COV = np.array([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]], np.float32)
 ALPHA = np.array([0.5, 1.0, 3.0], np.float32)
 LAM = np.array([0.0, 0.5, 3.0, 9.9, 10.0, 40.0, 500.0], np.float32)
+NB = np.array([0.0, 3.0, 20.0, 100.0, 1000.0, 5.0], np.float32)   # inversion and BTRS
+PB = np.array([0.3, 0.9, 0.5, 0.05, 0.7, 0.6], np.float32)
+P3 = np.array([0.2, 0.3, 0.5], np.float32)
 # name: (sampler(r, key), the same call for mirax.random and jax.random; bit-exact?)
 CASES = {
     "cauchy": (lambda r, k: r.cauchy(k, (6,)), False),
@@ -33,6 +36,8 @@ CASES = {
     "wald": (lambda r, k: r.wald(k, A3, (2, 3)), False),
     "geometric": (lambda r, k: r.geometric(k, 0.3, (10,)), True),
     "poisson": (lambda r, k: r.poisson(k, LAM, (2, 7)), True),
+    "binomial": (lambda r, k: r.binomial(k, NB, PB, (2, 6)), True),
+    "multinomial": (lambda r, k: r.multinomial(k, 10.0, P3, shape=(4, 3)), True),
     "mvn_cholesky": (lambda r, k: r.multivariate_normal(k, MU, COV, (2,)), False),
     "mvn_svd": (lambda r, k: r.multivariate_normal(k, MU, COV, (2,), method="svd"), False),
     "orthogonal": (lambda r, k: r.orthogonal(k, 3, (2,)), False),
@@ -66,6 +71,8 @@ GOLDEN = {
     'wald': ((2, 3), [0.5472364, 1.1520158, 1.5618274, 0.2367834, 0.13003707, 0.9317483]),
     'geometric': ((10,), [2, 1, 4, 3, 1, 2, 3, 3, 8, 7]),
     'poisson': ((2, 7), [0, 1, 1, 9, 9, 40, 521, 0, 2, 1, 6, 10, 37, 481]),
+    'binomial': ((2, 6), [0.0, 3.0, 7.0, 6.0, 702.0, 4.0, 0.0, 3.0, 9.0, 4.0, 705.0, 2.0]),
+    'multinomial': ((4, 3), [2.0, 4.0, 4.0, 3.0, 3.0, 4.0, 1.0, 3.0, 6.0, 1.0, 5.0, 4.0]),
     'mvn_cholesky': ((2, 3), [
         1.6381428, 0.0047137737, -0.24285805, 0.80068034, -1.4284093, 0.578037]),
     'mvn_svd': ((2, 3), [0.86554176, -4.041193, 0.9528875, 1.3115417, -2.4181232, 0.94465005]),
@@ -195,6 +202,19 @@ def test_discrete_moments():
     assert p.dtype == np.int32 and p.min() >= 0
     np.testing.assert_allclose(p.mean(0), lam, rtol=0.05)
     np.testing.assert_allclose(p.var(0), lam, rtol=0.1)
+    n = np.array([4.0, 30.0, 200.0], np.float32)
+    q = np.array([0.3, 0.6, 0.97], np.float32)
+    b = np.asarray(mr.binomial(k, n, q, (3000, 3)))
+    assert b.dtype == np.float32 and np.all(b == np.round(b)) and np.all((b >= 0) & (b <= n))
+    np.testing.assert_allclose(b.mean(0), n * q, rtol=0.03)
+    np.testing.assert_allclose(b.var(0), n * q * (1 - q), rtol=0.1)
+    with np.errstate(invalid="ignore"):   # inf trials: JAX's BTRS runs on inf - inf
+        bad = np.asarray(mr.binomial(k, np.array([-1.0, np.inf, 5.0]),
+                                     np.array([0.5, 0.5, -0.1])))
+    assert np.isnan(bad[0]) and bad[1] == np.inf and np.isnan(bad[2])
+    m = np.asarray(mr.multinomial(k, np.array([7.0, 50.0], np.float32), P3, shape=(2000, 2, 3)))
+    np.testing.assert_array_equal(m.sum(-1), np.broadcast_to([7.0, 50.0], (2000, 2)))
+    np.testing.assert_allclose(m[:, 1].mean(0), 50 * P3, rtol=0.03)
     r = np.asarray(mr.rademacher(k, (4000,), mnp.float32))
     assert r.dtype == np.float32 and set(np.unique(r)) == {-1.0, 1.0} and abs(r.mean()) < 0.05
     assert np.all(np.asarray(mr.poisson(k, 0.0, (5,))) == 0)
@@ -297,6 +317,7 @@ DETERMINISM = {
     "multivariate_normal": lambda k: mr.multivariate_normal(k, MU, COV),
     "orthogonal": lambda k: mr.orthogonal(k, 3),
     "geometric": lambda k: mr.geometric(k, 0.4, (4,)),
+    "binomial": lambda k: mr.binomial(k, np.array([5.0, 80.0], np.float32), 0.4),
 }
 
 
