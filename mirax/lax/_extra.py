@@ -721,7 +721,8 @@ def _igamma_parts(a, x):
     """(P, Q, use_cf): the series for P where x <= max(1, a), else the Lentz continued
     fraction for Q (Numerical Recipes gser / gcf), each fed harmless inputs elsewhere."""
     use_cf = ew.logical_and(ew.gt(x, 1.0), ew.gt(x, a))
-    ok = ew.logical_and(ew.gt(a, 0.0), ew.gt(x, 0.0))
+    ok = ew.logical_and(ew.logical_and(ew.gt(a, 0.0), ew.gt(x, 0.0)),
+                        ew.logical_and(ew.is_finite(a), ew.is_finite(x)))
     xs = ew.select(ew.logical_and(ok, ew.logical_not(use_cf)), x, _const(x, 0.5))
     as_ = ew.select(ok, a, ew.ones_like(a))
     term = ew.reciprocal(as_)
@@ -754,9 +755,10 @@ def _guard_tiny(v, tiny):
 
 
 def _igamma_edges(out, a, x, at_zero):
-    """x = 0 gives at_zero; x = inf its complement; a <= 0, x < 0 or NaN give NaN."""
+    """x = 0 or a = inf give at_zero; x = inf its complement; a <= 0, x < 0, NaN: NaN."""
     out = ew.select(ew.eq(x, 0.0), _const(out, at_zero), out)
     out = ew.select(ew.eq(x, np.inf), _const(out, 1.0 - at_zero), out)
+    out = ew.select(ew.eq(a, np.inf), _const(out, at_zero), out)
     bad = ew.logical_or(ew.logical_or(ew.le(a, 0.0), ew.lt(x, 0.0)),
                         ew.logical_not(ew.logical_and(ew.eq(a, a), ew.eq(x, x))))
     return ew.select(bad, _const(out, np.nan), out)

@@ -377,3 +377,26 @@ def test_special_grads_parameters():
                            modes=("rev",), rtol=1e-5)
     mx.testing.check_grads(lambda a, b: lax.betainc(a, b, T[2:3]), (A[2:3], B[2:3]),
                            order=1, modes=("rev",), rtol=1e-5)
+
+
+# --- jit and vmap through the compositions -------------------------------------------------
+@pytest.mark.parametrize("name", ["cumlogsumexp", "top_k", "reduce_precision", "igamma",
+                                  "bessel_i1e", "select_n", "population_count", "sort"])
+def test_jit_vmap(name):
+    x = RNG.normal(size=(3, 6)).astype(np.float32)
+    f = {"cumlogsumexp": lambda v: lax.cumlogsumexp(v, reverse=True),
+         "top_k": lambda v: lax.top_k(v, 2),
+         "reduce_precision": lambda v: lax.reduce_precision(v * 1e3, 5, 4),
+         "igamma": lambda v: lax.igamma(v * v + 0.5, 2.0),
+         "bessel_i1e": lambda v: lax.bessel_i1e(v * 10),
+         "select_n": lambda v: lax.select_n((v > 0).astype(np.int32) + (v > 1), v, -v, 2 * v),
+         "population_count": lambda v: lax.population_count((v * 100).astype(np.int32)),
+         "sort": lambda v: lax.sort((v, -v), num_keys=1)}[name]
+    loop = [f(r) for r in x]
+    ref = mx.tree.map(lambda *rs: np.stack([np.asarray(r) for r in rs]), *loop)
+    def check(out, expected):
+        mx.tree.map(lambda a, b: np.testing.assert_allclose(np.asarray(a), b, rtol=1e-6),
+                    out, expected)
+    check(mx.jit(f)(x[1]), loop[1])
+    check(mx.vmap(f)(x), ref)
+    check(mx.jit(mx.vmap(f))(x), ref)
