@@ -405,3 +405,6 @@ def test_gamma_gradient_is_unbiased():
     _, t = mx.jvp(lambda a: mr.gamma(k, a), (np.float32(2.5),), (np.float32(1.0),))
     g1 = mx.grad(lambda a: mr.gamma(k, a))(np.float32(2.5))
     np.testing.assert_allclose(float(t), float(g1), rtol=1e-6)
+    gv = mx.vmap(mx.grad(lambda a: mr.gamma(k, a)))(A3)
+    np.testing.assert_allclose(np.asarray(gv), [float(mx.grad(lambda a: mr.gamma(k, a))(a))
+                                                for a in A3], rtol=1e-6)
