@@ -38,7 +38,8 @@ __all__ = [
     "bitwise_xor", "bitwise_not", "bitcast_convert_type", "padtype_to_pads", "reduce_window",
     "associative_scan", "conv", "conv_with_general_padding", "conv_transpose",
     "conv_dimension_numbers", "ConvDimensionNumbers", "zeta", "polygamma", "igamma",
-    "igammac", "betainc", "bessel_i0e", "bessel_i1e",
+    "igammac", "betainc", "bessel_i0e", "bessel_i1e", "reduce", "reduce_and", "reduce_or",
+    "reduce_xor", "split", "zeros_like_array", "approx_max_k", "approx_min_k",
 ]
 
 
@@ -865,3 +866,127 @@ def bessel_i0e(x):
 def bessel_i1e(x):
     """exp(-|x|) I_1(x)."""
     return _bessel_scaled(x, 1)
+
+
+# --- generic reductions, split, approximate top-k ------------------------------------------
+def _halving_fold(fn, xs, axis):
+    """Combine the entries of each array in xs along axis pairwise (log depth): fn takes and
+    returns lists of arrays."""
+    n = xs[0].shape[axis]
+    while n > 1:
+        h = n // 2
+        out = fn([slice_in_dim(v, 0, h, axis=axis) for v in xs],
+                 [slice_in_dim(v, h, 2 * h, axis=axis) for v in xs])
+        if n % 2:
+            out = [concatenate([o, slice_in_dim(v, 2 * h, n, axis=axis)], axis)
+                   for o, v in zip(out, xs)]
+        xs, n = out, h + n % 2
+    return [squeeze(v, axis) for v in xs]
+
+
+def reduce(operands, init_values, computation, dimensions):
+    """lax.reduce: combine the entries along `dimensions` with computation (associative and
+    commutative, as JAX requires) and the init values. add/mul/max/min on one array use the
+    reduction primitives; anything else folds pairwise (log depth). Pytrees work too."""
+    op = "reduce"
+    leaves, treedef = tree.flatten(operands)
+    inits = tree.leaves(init_values)
+    if not leaves or len(inits) != len(leaves):
+        raise ValueError(f"{op}: {len(leaves)} operands and {len(inits)} init values")
+    xs = [_arr(v, op) for v in leaves]
+    dims = tuple(sorted({normalize_axis(d, xs[0].ndim, op, xs[0]) for d in dimensions}))
+    inits = [ew.convert_element_type(_arr(i, op), x.dtype) for i, x in zip(inits, xs)]
+    kind, identity = _monoid(computation, xs[0].dtype) if len(xs) == 1 else (None, None)
+    if kind is None and len(xs) == 1 and computation in (ew.mul, _np_multiply()):
+        kind, identity = "mul", 1
+    if kind is not None:
+        red = {"add": reduce_sum, "max": reduce_max, "min": reduce_min,
+               "mul": _reduce_prod}[kind](xs[0], dims)
+        if not _is_value(tree.leaves(init_values)[0], identity):
+            red = computation(red, inits[0])
+        return tree.unflatten(treedef, [red])
+    if dims:
+        keep = [d for d in range(xs[0].ndim) if d not in dims]
+        xs = [collapse(transpose(x, tuple(dims) + tuple(keep)), 0, len(dims)) for x in xs]
+
+    def combine(a, b):
+        out = computation(tree.unflatten(treedef, a), tree.unflatten(treedef, b))
+        return [_arr(v, op) for v in tree.leaves(out)]
+    if dims and xs[0].shape[0] == 0:
+        out = [broadcast_in_dim(i, tuple(x.shape[1:]), ()) for i, x in zip(inits, xs)]
+        return tree.unflatten(treedef, out)
+    red = _halving_fold(combine, xs, 0) if dims else xs
+    out = combine([broadcast_in_dim(i, tuple(r.shape), ()) for i, r in zip(inits, red)], red)
+    return tree.unflatten(treedef, out)
+
+
+def _np_multiply():
+    import mirax.numpy as mnp
+    return mnp.multiply
+
+
+def _reduce_prod(x, axes):
+    from mirax.ops.reduction import reduce_prod
+    return reduce_prod(x, axes)
+
+
+def _bit_reduce(name, combine, operand, axes):
+    x = _arr(operand, name)
+    if dtypes.is_float(x.dtype):
+        raise TypeError(f"{name}: expected a bool or integer array, got {short(x)}")
+    axes = tuple(sorted({normalize_axis(a, x.ndim, name, x) for a in axes}))
+    if not axes:
+        return x
+    keep = [d for d in range(x.ndim) if d not in axes]
+    x = collapse(transpose(x, axes + tuple(keep)), 0, len(axes))
+    if x.shape[0] == 0:
+        return full(tuple(x.shape[1:]), -1 if name == "reduce_and" else 0, x.dtype)
+    return _halving_fold(lambda a, b: [combine(a[0], b[0])], [x], 0)[0]
+
+
+def reduce_and(operand, axes):
+    return _bit_reduce("reduce_and", ew.logical_and, operand, axes)
+
+
+def reduce_or(operand, axes):
+    return _bit_reduce("reduce_or", ew.logical_or, operand, axes)
+
+
+def reduce_xor(operand, axes):
+    return _bit_reduce("reduce_xor", ew.logical_xor, operand, axes)
+
+
+def split(operand, sizes, axis=0):
+    """Consecutive pieces of the given sizes along axis (they must add up to its length)."""
+    x = _arr(operand, "split")
+    axis = normalize_axis(axis, x.ndim, "split", x)
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != x.shape[axis] or builtins.min(sizes, default=0) < 0:
+        raise ValueError(f"split: sizes {sizes} do not add up to axis {axis} of {short(x)}")
+    starts = np.cumsum([0] + sizes)
+    return [slice_in_dim(x, int(a), int(b), axis=axis) for a, b in zip(starts[:-1], starts[1:])]
+
+
+def zeros_like_array(x):
+    return ew.zeros_like(_arr(x, "zeros_like_array"))
+
+
+def _approx_k(name, operand, k, reduction_dimension, largest):
+    x = _arr(operand, name)
+    d = normalize_axis(reduction_dimension, x.ndim, name, x)
+    xm = ew.moveaxis(x, d, x.ndim - 1)
+    vals, idx = top_k(xm if largest else ew.neg(xm), k)
+    vals = vals if largest else ew.neg(vals)
+    return ew.moveaxis(vals, x.ndim - 1, d), ew.moveaxis(idx, x.ndim - 1, d)
+
+
+def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True):
+    """The exact top k (recall 1) along reduction_dimension: (values, indices)."""
+    return _approx_k("approx_max_k", operand, k, reduction_dimension, True)
+
+
+def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
+                 reduction_input_size_override=-1, aggregate_to_topk=True):
+    """The exact k smallest along reduction_dimension: (values, indices)."""
+    return _approx_k("approx_min_k", operand, k, reduction_dimension, False)

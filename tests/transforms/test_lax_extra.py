@@ -401,3 +401,47 @@ def test_jit_vmap(name):
     check(mx.jit(f)(x[1]), loop[1])
     check(mx.vmap(f)(x), ref)
     check(mx.jit(mx.vmap(f))(x), ref)
+
+
+# --- reduce, split, approx_*_k ---------------------------------------------------------------
+def test_reduce_monoids_generic_and_pytrees():
+    x = RNG.normal(size=(2, 3, 5))
+    for fn, init, ref in ((lax.add, 0.0, x.sum((0, 2))), (lax.mul, 1.0, x.prod((0, 2))),
+                          (lax.max, -np.inf, x.max((0, 2))),
+                          (lax.min, 0.5, np.minimum(x.min((0, 2)), 0.5)),
+                          (lax.add, 2.0, x.sum((0, 2)) + 2.0)):
+        close(lax.reduce(x, init, fn, (0, 2)), ref)
+    close(lax.reduce(x, -np.inf, mx.numpy.logaddexp, (1,)),  # a generic computation
+          np.logaddexp.reduce(x, axis=1))
+
+    def argmax_pair(a, b):  # a pytree reduction: (value, index) of the larger value
+        take = a[0] >= b[0]
+        return (lax.select(take, a[0], b[0]), lax.select(take, a[1], b[1]))
+    idx = np.broadcast_to(np.arange(5, dtype=np.int32), x.shape)
+    vals, ids = lax.reduce((x, idx), (-np.inf, np.int32(0)), argmax_pair, (2,))
+    close(vals, x.max(2))
+    same(ids, x.argmax(2).astype(np.int32))
+    g = mx.grad(lambda v: lax.reduce(v, 1.0, lax.mul, (1,)).sum())(x)
+    close(g, x.prod(1, keepdims=True) / x, 1e-10)
+
+
+def test_bit_reductions_split_zeros_approx_k():
+    i = RNG.integers(-50, 50, size=(3, 5)).astype(np.int32)
+    b = i > 0
+    for name, ref in (("reduce_and", np.bitwise_and), ("reduce_or", np.bitwise_or),
+                      ("reduce_xor", np.bitwise_xor)):
+        for v in (i, b):
+            same(getattr(lax, name)(v, (1,)), ref.reduce(v, axis=1))
+            same(getattr(lax, name)(v, (0, 1)), ref.reduce(v, axis=(0, 1)))
+    same(lax.reduce_and(np.zeros((0, 2), np.int32), (0,)), np.full(2, -1, np.int32))
+    x = RNG.normal(size=(4, 7))
+    for a, r in zip(lax.split(x, (2, 0, 5), axis=1), jlax.split(x, (2, 0, 5), axis=1)):
+        close(a, r)
+    with pytest.raises(ValueError, match=r"split: .*f64\[4,7\]"):
+        lax.split(x, (2, 2), axis=1)
+    close(lax.zeros_like_array(x), np.zeros_like(x))
+    for name in ("approx_max_k", "approx_min_k"):
+        v, k = getattr(lax, name)(x, 3, reduction_dimension=0)
+        jv, jk = getattr(jlax, name)(x, 3, reduction_dimension=0)
+        close(v, jv)
+        same(k, jk)
