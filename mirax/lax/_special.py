@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from mirax.ops import elementwise as ew
-from mirax.ops.common import float_operand, promote
+from mirax.ops.common import broadcast_shapes, float_operand, promote
 from mirax.ops.shape import full
 
 __all__ = ["zeta", "polygamma", "igamma", "igammac", "betainc", "bessel_i0e", "bessel_i1e"]
@@ -21,8 +21,9 @@ _B2J = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510
 
 
 def _floats(op, *xs):
-    xs = promote(op, *(float_operand(x, op) for x in xs))
-    shape = np.broadcast_shapes(*(x.shape for x in xs))
+    xs = [float_operand(x, op) for x in xs]
+    shape = broadcast_shapes(op, *xs)
+    xs = promote(op, *xs)
     return [ew.broadcast_to(x, shape) for x in xs]
 
 

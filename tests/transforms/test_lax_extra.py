@@ -445,3 +445,21 @@ def test_bit_reductions_split_zeros_approx_k():
         jv, jk = getattr(jlax, name)(x, 3, reduction_dimension=0)
         close(v, jv)
         same(k, jk)
+
+
+def test_errors_name_the_function_and_shapes():
+    x = np.ones((3, 4), np.float32)
+    cases = [(lambda: lax.batch_matmul(x, x), ValueError, r"batch_matmul: .*f32\[3,4\]"),
+             (lambda: lax.dot(x, np.ones(3, np.float32)), TypeError, r"dot: .*f32\[3\]"),
+             (lambda: lax.collapse(x, 2, 1), ValueError, r"collapse: .*f32\[3,4\]"),
+             (lambda: lax.reduce_window(x, 0.0, lax.add, (2,), (1,), "VALID"), ValueError,
+              r"reduce_window: .*f32\[3,4\]"),
+             (lambda: lax.igamma(x, np.ones(5)), ValueError, r"igamma: .*f32\[3,4\]"),
+             (lambda: lax.shift_left(x, x), TypeError, r"shift_left: .*f32\[3,4\]"),
+             (lambda: lax.cumlogsumexp(x, axis=2), ValueError, r"cumlogsumexp: .*f32\[3,4\]"),
+             (lambda: lax.index_in_dim(x, 5, 1), IndexError, r"index_in_dim: .*f32\[3,4\]"),
+             (lambda: lax.associative_scan(lax.add, (x, np.ones(2))), ValueError,
+              r"associative_scan: .*f32\[3,4\]")]
+    for fn, exc, msg in cases:
+        with pytest.raises(exc, match=msg):
+            fn()
