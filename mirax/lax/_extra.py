@@ -17,7 +17,7 @@ from mirax.ops import elementwise as ew
 from mirax.ops.common import float_operand, normalize_axis, promote, short, static_int
 from mirax.ops.common import operand as _arr
 from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurrence
-from mirax.ops.dot import dot_general
+from mirax.ops import dot as _dot
 from mirax.ops.indexing import dynamic_index_in_dim, dynamic_update_index_in_dim
 from mirax.ops.reduction import reduce_max, reduce_min, reduce_sum
 from mirax.ops.shape import (
@@ -34,7 +34,7 @@ __all__ = [
     "Precision", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "top_k", "sort",
     "sort_key_val", "clamp", "integer_pow", "exp2", "square", "tile", "broadcast",
     "broadcasted_iota", "broadcast_to_rank", "collapse", "index_in_dim", "dynamic_index_in_dim",
-    "dynamic_update_index_in_dim", "full_like", "batch_matmul", "dot", "select_n",
+    "dynamic_update_index_in_dim", "full_like", "batch_matmul", "dot", "dot_general", "select_n",
     "optimization_barrier", "reduce_precision", "population_count", "clz", "shift_left",
     "shift_right_logical", "shift_right_arithmetic", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bitwise_not", "bitcast_convert_type", "reduce", "reduce_and", "reduce_or",
@@ -259,12 +259,18 @@ def full_like(x, fill_value, dtype=None, shape=None):
 
 
 # --- products ------------------------------------------------------------------------------
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """mirax.ops.dot.dot_general, taking (and ignoring) JAX's precision argument."""
+    return _dot.dot_general(lhs, rhs, dimension_numbers, preferred_element_type)
+
+
 def dot(lhs, rhs, precision=None, preferred_element_type=None):
     """Vector/matrix products: contract lhs's last axis with rhs's first."""
     a, b = _arr(lhs, "dot"), _arr(rhs, "dot")
     if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2) or a.shape[-1] != b.shape[0]:
         raise TypeError(f"dot: incompatible shapes {short(a)} and {short(b)}")
-    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), preferred_element_type)
+    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())),
+                       preferred_element_type=preferred_element_type)
 
 
 def batch_matmul(lhs, rhs, precision=None):

@@ -14,12 +14,12 @@ from mirax.core import dtypes, tree
 from mirax.ops import elementwise as ew
 from mirax.ops.common import normalize_axis, short
 from mirax.ops.common import operand as _arr
-from mirax.ops.conv import conv_general_dilated
+from mirax.ops import conv as _conv
 from mirax.ops.reduction import reduce_max, reduce_min, reduce_sum
 from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, pad, rev, slice, slice_in_dim, stack, transpose)
 
-__all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv",
+__all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv_general_dilated", "conv",
            "conv_with_general_padding", "conv_transpose", "conv_dimension_numbers",
            "ConvDimensionNumbers"]
 
@@ -206,10 +206,24 @@ def _conv_nc(lhs, rhs, dn, strides, padding, lhs_dilation, rhs_dilation, fgc, bg
     lhs, rhs = _arr(lhs, op), _arr(rhs, op)
     dn = conv_dimension_numbers(lhs.shape, rhs.shape, dn)
     x, w = transpose(lhs, dn.lhs_spec), transpose(rhs, dn.rhs_spec)
-    out = conv_general_dilated(x, w, strides, padding, lhs_dilation, rhs_dilation,
+    out = _conv.conv_general_dilated(x, w, strides, padding, lhs_dilation, rhs_dilation,
                                feature_group_count=fgc, batch_group_count=bgc,
                                preferred_element_type=pref)
     return transpose(out, tuple(np.argsort(dn.out_spec)))
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None):
+    """mirax.ops.conv.conv_general_dilated, also taking a ConvDimensionNumbers (as made by
+    conv_dimension_numbers) for dimension_numbers."""
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return _conv_nc(lhs, rhs, dimension_numbers, window_strides, padding, lhs_dilation,
+                        rhs_dilation, feature_group_count, batch_group_count,
+                        preferred_element_type, "conv_general_dilated")
+    return _conv.conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation,
+                                      rhs_dilation, dimension_numbers, feature_group_count,
+                                      batch_group_count, precision, preferred_element_type)
 
 
 def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):

@@ -463,3 +463,22 @@ def test_errors_name_the_function_and_shapes():
     for fn, exc, msg in cases:
         with pytest.raises(exc, match=msg):
             fn()
+
+
+def test_dot_general_precision_and_conv_dimension_numbers_object():
+    a, b = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 4, 5))
+    dims = (((2,), (1,)), ((0,), (0,)))
+    close(lax.dot_general(a, b, dims, precision=lax.Precision.HIGHEST),
+          np.einsum("bij,bjk->bik", a, b), 1e-12)
+    x, w = RNG.normal(size=(2, 6, 5, 3)), RNG.normal(size=(3, 2, 3, 4))  # NHWC, HWIO
+    dn = lax.conv_dimension_numbers(x.shape, w.shape, ("NHWC", "HWIO", "NHWC"))
+    jdn = jlax.conv_dimension_numbers(x.shape, w.shape, ("NHWC", "HWIO", "NHWC"))
+    out = lax.conv_general_dilated(x, w, (2, 1), "SAME", rhs_dilation=(1, 2),
+                                   dimension_numbers=dn)
+    ref = jlax.conv_general_dilated(x, w, (2, 1), "SAME", rhs_dilation=(1, 2),
+                                    dimension_numbers=jdn)
+    close(out, ref, 1e-10)
+    close(lax.conv_general_dilated(x, w, (1, 1), "VALID",
+                                   dimension_numbers=("NHWC", "HWIO", "NHWC")),
+          jlax.conv_general_dilated(x, w, (1, 1), "VALID",
+                                    dimension_numbers=("NHWC", "HWIO", "NHWC")), 1e-10)
