@@ -39,6 +39,7 @@ __all__ = [
     "shift_right_logical", "shift_right_arithmetic", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bitwise_not", "bitcast_convert_type", "reduce", "reduce_and", "reduce_or",
     "reduce_xor", "split", "zeros_like_array", "approx_max_k", "approx_min_k",
+    "broadcast_shapes", "index_take", "mulhi", "with_sharding_constraint", "igamma_grad_a",
 ] + _windows.__all__ + _special.__all__
 
 
@@ -534,3 +535,50 @@ def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
                  reduction_input_size_override=-1, aggregate_to_topk=True):
     """The exact k smallest along reduction_dimension: (values, indices)."""
     return _approx_k("approx_min_k", operand, k, reduction_dimension, False)
+
+
+# --- odds and ends -------------------------------------------------------------------------
+def broadcast_shapes(*shapes):
+    """The NumPy broadcast of static shapes."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
+    except ValueError:
+        raise ValueError(f"broadcast_shapes: {', '.join(map(str, shapes))} do not broadcast "
+                         "together") from None
+
+
+def index_take(src, idxs, axes):
+    """src indexed by one index array per axis in axes (indices wrap modulo the axis
+    length): the result is [N] + the remaining axes of src."""
+    from mirax.ops.indexing import gather
+    x = _arr(src, "index_take")
+    axes = tuple(normalize_axis(a, x.ndim, "index_take", x) for a in axes)
+    idxs = [_arr(i, "index_take") for i in idxs]
+    if len(idxs) != len(axes):
+        raise ValueError(f"index_take: {len(idxs)} index arrays for axes {axes} of {short(x)}")
+    idx = concatenate([ew.rem(ew.add(ew.rem(i, x.shape[a]), x.shape[a]), x.shape[a])
+                       [:, None] for i, a in zip(idxs, axes)], 1)
+    return gather(x, idx, axes)
+
+
+def mulhi(x, y):
+    """The high half of the double-width product of two integers (8, 16 or 32 bits)."""
+    x, y = promote("mulhi", _int_operand(x, "mulhi"), _int_operand(y, "mulhi"))
+    bits = np.dtype(x.dtype).itemsize * 8
+    if bits > 32:
+        raise NotImplementedError(f"mulhi: {short(x)}: 64-bit operands are not supported")
+    wide = np.dtype(("uint" if x.dtype.kind == "u" else "int") + "64")
+    p = ew.mul(ew.convert_element_type(x, wide), ew.convert_element_type(y, wide))
+    return ew.convert_element_type(ew.shift_right(p, np.asarray(bits, wide)), x.dtype)
+
+
+def with_sharding_constraint(x, shardings):
+    """x itself: mirax arrays live whole on one device."""
+    return x
+
+
+def igamma_grad_a(a, x):
+    """d igamma(a, x) / da."""
+    from mirax.transforms.jvp import jvp
+    a, x = _special._floats("igamma_grad_a", a, x)
+    return jvp(lambda v: _special.igamma(v, x), (a,), (ew.ones_like(a),))[1]

@@ -19,7 +19,8 @@ from mirax.ops.reduction import reduce_max, reduce_min, reduce_sum
 from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, pad, rev, slice, slice_in_dim, stack, transpose)
 
-__all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv_general_dilated", "conv",
+__all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv_general_dilated",
+           "conv_general_permutations", "conv",
            "conv_with_general_padding", "conv_transpose", "conv_dimension_numbers",
            "ConvDimensionNumbers"]
 
@@ -189,16 +190,25 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
     if dimension_numbers is None:
         spec = (0, 1) + tuple(range(2, nd))
         return ConvDimensionNumbers(spec, spec, spec)
-    lhs, rhs, out = dimension_numbers
-    if not len(lhs) == len(rhs) == len(out) == nd:
+    if not all(len(spec) == nd for spec in dimension_numbers):
         raise TypeError(f"conv_dimension_numbers: specs {dimension_numbers} do not fit rank "
                         f"{nd}")
+    return ConvDimensionNumbers(*conv_general_permutations(dimension_numbers))
+
+
+def conv_general_permutations(dimension_numbers):
+    """The (lhs, rhs, out) permutations to NC... / OI... / NC... of layout strings; spatial
+    dims in the order of the rhs spec."""
+    lhs, rhs, out = dimension_numbers
+    if sorted(lhs) != sorted(out) or {"N", "C"} - set(lhs) or {"O", "I"} - set(rhs) or \
+            sorted(set(lhs) - {"N", "C"}) != sorted(set(rhs) - {"O", "I"}):
+        raise TypeError(f"conv_general_permutations: inconsistent layouts {dimension_numbers}")
 
     def perm(spec, first, second):
         spatial = sorted((i for i, c in enumerate(spec) if c not in (first, second)),
                          key=lambda i: rhs.index(spec[i]))
         return (spec.index(first), spec.index(second)) + tuple(spatial)
-    return ConvDimensionNumbers(perm(lhs, "N", "C"), perm(rhs, "O", "I"), perm(out, "N", "C"))
+    return perm(lhs, "N", "C"), perm(rhs, "O", "I"), perm(out, "N", "C")
 
 
 def _conv_nc(lhs, rhs, dn, strides, padding, lhs_dilation, rhs_dilation, fgc, bgc, pref, op):

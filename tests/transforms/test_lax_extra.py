@@ -482,3 +482,19 @@ def test_dot_general_precision_and_conv_dimension_numbers_object():
                                    dimension_numbers=("NHWC", "HWIO", "NHWC")),
           jlax.conv_general_dilated(x, w, (1, 1), "VALID",
                                     dimension_numbers=("NHWC", "HWIO", "NHWC")), 1e-10)
+
+
+def test_odds_and_ends():
+    x = RNG.normal(size=(2, 3, 4))
+    i0, i1 = np.array([0, 1, -1]), np.array([2, 5, 3])
+    close(lax.index_take(x, (i0, i1), (0, 2)), jlax.index_take(x, (i0, i1), (0, 2)))
+    a = np.array([-7, 2 ** 31 - 1, -2 ** 31, 5], np.int32)
+    b = np.array([3, 2 ** 31 - 1, 7, -9], np.int32)
+    for dt in (np.int32, np.uint32, np.int8):
+        same(lax.mulhi(a.astype(dt), b.astype(dt)), jlax.mulhi(a.astype(dt), b.astype(dt)))
+    a, z = np.array([0.5, 3.0, 12.0]), np.array([1.0, 2.0, 15.0])
+    close(lax.igamma_grad_a(a, z), jax.jit(jlax.igamma_grad_a)(a, z), 1e-9)
+    dn = ("NHWC", "HWIO", "NHWC")
+    assert lax.conv_general_permutations(dn) == jlax.conv_general_permutations(dn)
+    assert lax.broadcast_shapes((3, 1), (4,)) == jlax.broadcast_shapes((3, 1), (4,))
+    assert lax.with_sharding_constraint(x, None) is x
