@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import math
 
 import numpy as np
 
@@ -17,10 +18,11 @@ from mirax.ops.common import operand as _arr
 from mirax.ops import conv as _conv
 from mirax.ops.reduction import reduce_max, reduce_min, reduce_sum
 from mirax.ops.shape import (
-    broadcast_in_dim, concatenate, full, pad, rev, slice, slice_in_dim, stack, transpose)
+    broadcast_in_dim, concatenate, full, iota, pad, reshape, rev, slice, slice_in_dim, stack,
+    transpose)
 
 __all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv_general_dilated",
-           "conv_general_permutations", "conv",
+           "conv_general_permutations", "conv_general_dilated_patches", "conv",
            "conv_with_general_padding", "conv_transpose", "conv_dimension_numbers",
            "ConvDimensionNumbers"]
 
@@ -234,6 +236,24 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     return _conv.conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation,
                                       rhs_dilation, dimension_numbers, feature_group_count,
                                       batch_group_count, precision, preferred_element_type)
+
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None,
+                                 rhs_dilation=None, dimension_numbers=None, precision=None,
+                                 preferred_element_type=None):
+    """The patches a convolution with this filter shape sees, as output features (input
+    channel major, then filter position): a grouped convolution with one-hot kernels."""
+    op = "conv_general_dilated_patches"
+    x = _arr(lhs, op)
+    filter_shape = tuple(int(f) for f in filter_shape)
+    dn = conv_dimension_numbers(x.shape, (1, 1) + filter_shape, dimension_numbers)
+    c, size = x.shape[dn.lhs_spec[1]], math.prod(filter_shape)
+    eye = ew.convert_element_type(
+        ew.eq(iota(np.int32, (size, size), 0), iota(np.int32, (size, size), 1)), x.dtype)
+    rhs = reshape(broadcast_in_dim(eye, (c, size, size), (1, 2)), (c * size, 1) + filter_shape)
+    canonical = ConvDimensionNumbers(dn.lhs_spec, tuple(range(x.ndim)), dn.out_spec)
+    return _conv_nc(x, rhs, canonical, window_strides, padding, lhs_dilation, rhs_dilation, c, 1,
+                    preferred_element_type, op)
 
 
 def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):

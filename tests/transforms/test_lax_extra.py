@@ -498,3 +498,18 @@ def test_odds_and_ends():
     assert lax.conv_general_permutations(dn) == jlax.conv_general_permutations(dn)
     assert lax.broadcast_shapes((3, 1), (4,)) == jlax.broadcast_shapes((3, 1), (4,))
     assert lax.with_sharding_constraint(x, None) is x
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv_general_dilated_patches(layout):
+    x = RNG.normal(size=(2, 3, 6, 5) if layout == "NCHW" else (2, 6, 5, 3))
+    dn = None if layout == "NCHW" else ("NHWC", "OIHW", "NHWC")
+    kw = dict(rhs_dilation=(2, 1), dimension_numbers=dn)
+    close(lax.conv_general_dilated_patches(x, (2, 3), (1, 2), "SAME", **kw),
+          jlax.conv_general_dilated_patches(x, (2, 3), (1, 2), "SAME", **kw))
+    ct = RNG.normal(size=np.shape(jlax.conv_general_dilated_patches(x, (2, 3), (1, 2), "SAME",
+                                                                      **kw)))
+    g = mx.grad(lambda v: (lax.conv_general_dilated_patches(v, (2, 3), (1, 2), "SAME", **kw)
+                           * ct).sum())(x)
+    close(g, jax.jit(jax.grad(lambda v: (jlax.conv_general_dilated_patches(
+        v, (2, 3), (1, 2), "SAME", **kw) * ct).sum()))(x))
