@@ -19,7 +19,6 @@ from mirax.ops.common import operand as _arr
 from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurrence
 from mirax.ops import dot as _dot
 from mirax.ops.indexing import dynamic_index_in_dim, dynamic_update_index_in_dim
-from mirax.ops.reduction import reduce_max, reduce_min, reduce_sum
 from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, iota, pad, reshape, slice_in_dim, squeeze,
     transpose)
@@ -28,7 +27,7 @@ from mirax.transforms.custom import custom_jvp, stop_gradient
 from mirax.lax import _special, _windows
 from mirax.lax._special import *  # noqa: F401,F403
 from mirax.lax._windows import *  # noqa: F401,F403
-from mirax.lax._windows import _is_value, _monoid
+from mirax.lax._windows import REDUCERS, _is_value, _monoid
 
 __all__ = [
     "Precision", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "top_k", "sort",
@@ -442,11 +441,8 @@ def reduce(operands, init_values, computation, dimensions):
     dims = tuple(sorted({normalize_axis(d, xs[0].ndim, op, xs[0]) for d in dimensions}))
     inits = [ew.convert_element_type(_arr(i, op), x.dtype) for i, x in zip(inits, xs)]
     kind, identity = _monoid(computation, xs[0].dtype) if len(xs) == 1 else (None, None)
-    if kind is None and len(xs) == 1 and computation in (ew.mul, _np_multiply()):
-        kind, identity = "mul", 1
     if kind is not None:
-        red = {"add": reduce_sum, "max": reduce_max, "min": reduce_min,
-               "mul": _reduce_prod}[kind](xs[0], dims)
+        red = REDUCERS[kind](xs[0], dims)
         if not _is_value(tree.leaves(init_values)[0], identity):
             red = computation(red, inits[0])
         return tree.unflatten(treedef, [red])
@@ -463,16 +459,6 @@ def reduce(operands, init_values, computation, dimensions):
     red = _halving_fold(combine, xs, 0) if dims else xs
     out = combine([broadcast_in_dim(i, tuple(r.shape), ()) for i, r in zip(inits, red)], red)
     return tree.unflatten(treedef, out)
-
-
-def _np_multiply():
-    import mirax.numpy as mnp
-    return mnp.multiply
-
-
-def _reduce_prod(x, axes):
-    from mirax.ops.reduction import reduce_prod
-    return reduce_prod(x, axes)
 
 
 def _bit_reduce(name, combine, operand, axes):

@@ -16,7 +16,7 @@ from mirax.ops import elementwise as ew
 from mirax.ops.common import normalize_axis, short
 from mirax.ops.common import operand as _arr
 from mirax.ops import conv as _conv
-from mirax.ops.reduction import reduce_max, reduce_min, reduce_sum
+from mirax.ops.reduction import reduce_max, reduce_min, reduce_prod, reduce_sum
 from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, iota, pad, reshape, rev, slice, slice_in_dim, stack,
     transpose)
@@ -44,15 +44,21 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding):
 
 
 def _monoid(computation, dtype):
-    """('add' | 'max' | 'min', its identity in dtype) when computation is that op."""
+    """('add' | 'mul' | 'max' | 'min', its identity in dtype) when computation is that op
+    and has a reduction primitive for dtype, else (None, None)."""
     import mirax.numpy as mnp
-    kind = {ew.add: "add", mnp.add: "add", ew.max: "max", mnp.maximum: "max", ew.min: "min",
-            mnp.minimum: "min"}.get(computation)
-    if kind is None or kind == "add" or dtype == np.bool_:
-        return kind, {"add": 0, "max": False, "min": True, None: None}[kind]
+    kind = {ew.add: "add", mnp.add: "add", ew.mul: "mul", mnp.multiply: "mul", ew.max: "max",
+            mnp.maximum: "max", ew.min: "min", mnp.minimum: "min"}.get(computation)
+    if kind is None or dtype == np.bool_:
+        return None, None
+    if kind in ("add", "mul"):
+        return kind, {"add": 0, "mul": 1}[kind]
     lo, hi = (-np.inf, np.inf) if dtypes.is_float(dtype) else \
         (np.iinfo(dtype).min, np.iinfo(dtype).max)
     return kind, lo if kind == "max" else hi
+
+
+REDUCERS = {"add": reduce_sum, "mul": reduce_prod, "max": reduce_max, "min": reduce_min}
 
 
 def _is_value(v, ref):
@@ -98,8 +104,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
             yield slice(a, start, tuple(b + (o - 1) * s + 1 for b, o, s in
                                         zip(start, out, ws)), ws)
     if kind is not None:
-        reduce = {"add": reduce_sum, "max": reduce_max, "min": reduce_min}[kind]
-        acc = reduce(stack(list(windows(xp)), 0), (0,))
+        acc = REDUCERS[kind](stack(list(windows(xp)), 0), (0,))
         return acc if _is_value(init_value, identity) else computation(acc, init)
     acc = broadcast_in_dim(init, out, ())
     masks = windows(pad(full(x.shape, True, np.bool_), False, cfg)) if holes else None
