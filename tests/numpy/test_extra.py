@@ -192,7 +192,8 @@ _NO_JAX = {"ix_-bool", "trim_zeros", "trim_zeros-f", "trim_zeros-b", "trim_zeros
 def _jax_avals(name, f):
     if name in _NO_JAX:
         return None
-    return jax.eval_shape(lambda: f(jnp))
+    with jax.enable_x64(False):  # (other test files turn x64 on globally)
+        return jax.eval_shape(lambda: f(jnp))
 
 
 @pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # NumPy's r_['c'] matrix
