@@ -7,8 +7,16 @@ import mirax as mx
 from mirax import lax
 
 jax = pytest.importorskip("jax")
-jax.config.update("jax_enable_x64", True)
 jlax = jax.lax
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _jax_x64():
+    """float64 JAX references for this file only (the flag is global: restored after)."""
+    prev = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", prev)
 
 RNG = np.random.default_rng(0)
 
