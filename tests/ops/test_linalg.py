@@ -333,15 +333,10 @@ def test_errors():
     assert np.isnan(nan_chol).all()
 
 
-def test_array_api_linalg_names_against_jax():
-    """jnp.linalg's array-API names and lstsq / cond / multi_dot / tensorinv /
-    tensorsolve: values as JAX's (float64), gradients where they are smooth."""
-    jax = pytest.importorskip("jax")
-    jnp = jax.numpy
+def _array_api_cases():
     a, b, v = RNG.randn(2, 4, 3), RNG.randn(5, 3), RNG.randn(3)
-    t4 = RNG.randn(2, 3, 6)
     sq = RNG.randn(4, 4) + 4 * np.eye(4)
-    cases = [
+    return sq, [
         ("matrix_transpose", (a,), {}), ("vector_norm", (a,), {}),
         ("vector_norm", (a,), {"axis": 1, "ord": 1, "keepdims": True}),
         ("matrix_norm", (a,), {}), ("matrix_norm", (a,), {"ord": "nuc"}),
@@ -356,19 +351,59 @@ def test_array_api_linalg_names_against_jax():
         ("tensorsolve", (RNG.randn(2, 3, 6) + np.eye(6).reshape(2, 3, 6) * 3,
                          RNG.randn(2, 3)), {}),
     ]
+
+
+_LSTSQ = [(RNG.randn(6, 3), RNG.randn(6)), (RNG.randn(6, 3), RNG.randn(6, 2)),
+          (RNG.randn(3, 5), RNG.randn(3)),
+          (np.repeat(RNG.randn(3, 2), 2, axis=1), RNG.randn(3))]  # rank 2 of 4
+_CHAINS = [RNG.randn(3, 7), RNG.randn(7, 2), RNG.randn(2, 9), RNG.randn(9, 4)]
+
+
+def test_array_api_linalg_names():
+    """jnp.linalg's array-API names and multi_dot / cond / lstsq / tensorinv /
+    tensorsolve: values as NumPy's (float64; lstsq's residuals as NumPy's with
+    numpy_resid=True), first derivatives against finite differences."""
+    sq, cases = _array_api_cases()
+    for name, args, kw in cases:
+        got = getattr(mnp.linalg, name)(*args, **kw)
+        np.testing.assert_allclose(np.asarray(got), getattr(np.linalg, name)(*args, **kw),
+                                   rtol=1e-9, atol=1e-12, err_msg=name)
+    for xs in (_CHAINS, [RNG.randn(3)] + _CHAINS, _CHAINS + [RNG.randn(4)], _CHAINS[:2]):
+        np.testing.assert_allclose(np.asarray(mnp.linalg.multi_dot(xs)),
+                                   np.linalg.multi_dot(xs), rtol=1e-9)
+    for aa, bb in _LSTSQ:
+        x, resid, rank, s = mnp.linalg.lstsq(aa, bb, numpy_resid=True)
+        x0, resid0, rank0, s0 = np.linalg.lstsq(aa, bb, rcond=None)
+        np.testing.assert_allclose(np.asarray(x), x0, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(resid), resid0, rtol=1e-8, atol=1e-10)
+        assert int(rank) == rank0
+        np.testing.assert_allclose(np.asarray(s), s0, rtol=1e-10, atol=1e-14)
+    b = RNG.randn(5)
+    for f, x in ((lambda z: mnp.linalg.cond(z), sq),
+                 (lambda z: mnp.linalg.lstsq(z, b)[0].sum(), RNG.randn(5, 3)),
+                 (lambda z: mnp.linalg.multi_dot([z, z.T, z]).sum(), RNG.randn(3, 4)),
+                 (lambda z: mnp.linalg.vector_norm(z, ord=3), RNG.randn(2, 3))):
+        mx.testing.check_grads(f, (x,), order=1, modes=("rev",))
+    with pytest.raises(ValueError, match="multi_dot"):
+        mnp.linalg.multi_dot([RNG.randn(2, 3), RNG.randn(4, 2)])
+    with pytest.raises(ValueError, match="lstsq"):
+        mnp.linalg.lstsq(RNG.randn(4, 3), RNG.randn(5))
+    with pytest.raises(ValueError, match="matrix_transpose"):
+        mnp.linalg.matrix_transpose(RNG.randn(3))
+
+
+@pytest.mark.slow
+def test_array_api_linalg_names_against_jax():
+    """The same names against jnp.linalg (values, lstsq's JAX-style residuals, gradients)."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    sq, cases = _array_api_cases()
     with jax.enable_x64(True):
         for name, args, kw in cases:
-            got = getattr(mnp.linalg, name)(*args, **kw)
-            want = getattr(jnp.linalg, name)(*args, **kw)
-            np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-9,
-                                       atol=1e-12, err_msg=name)
-        mats = [RNG.randn(3, 7), RNG.randn(7, 2), RNG.randn(2, 9), RNG.randn(9, 4)]
-        for xs in (mats, [v] + mats, mats + [RNG.randn(4)], mats[:2]):
-            np.testing.assert_allclose(np.asarray(mnp.linalg.multi_dot(xs)),
-                                       np.asarray(jnp.linalg.multi_dot(xs)), rtol=1e-9)
-        for aa, bb in ((RNG.randn(6, 3), RNG.randn(6)), (RNG.randn(6, 3), RNG.randn(6, 2)),
-                       (RNG.randn(3, 5), RNG.randn(3)),
-                       (np.c_[t4[0, :, :2], t4[0, :, :2]], RNG.randn(3))):  # rank 2 of 4
+            np.testing.assert_allclose(np.asarray(getattr(mnp.linalg, name)(*args, **kw)),
+                                       np.asarray(getattr(jnp.linalg, name)(*args, **kw)),
+                                       rtol=1e-9, atol=1e-12, err_msg=name)
+        for aa, bb in _LSTSQ:
             for npr in (False, True):
                 got = mnp.linalg.lstsq(aa, bb, numpy_resid=npr)
                 want = jnp.linalg.lstsq(aa, bb, numpy_resid=npr)
@@ -376,19 +411,12 @@ def test_array_api_linalg_names_against_jax():
                     assert np.shape(g) == np.shape(w)
                     np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-8,
                                                atol=1e-10)
+        b = RNG.randn(5)
         for f, jf, x in (
                 (lambda z: mnp.linalg.cond(z), lambda z: jnp.linalg.cond(z), sq),
-                (lambda z: mnp.linalg.lstsq(z, b[:, 0])[0].sum(),
-                 lambda z: jnp.linalg.lstsq(z, b[:, 0])[0].sum(), RNG.randn(5, 3)),
+                (lambda z: mnp.linalg.lstsq(z, b)[0].sum(),
+                 lambda z: jnp.linalg.lstsq(z, b)[0].sum(), RNG.randn(5, 3)),
                 (lambda z: mnp.linalg.multi_dot([z, z.T, z]).sum(),
-                 lambda z: jnp.linalg.multi_dot([z, z.T, z]).sum(), RNG.randn(3, 4)),
-                (lambda z: mnp.linalg.vector_norm(z, ord=3),
-                 lambda z: jnp.linalg.vector_norm(z, ord=3), a)):
+                 lambda z: jnp.linalg.multi_dot([z, z.T, z]).sum(), RNG.randn(3, 4))):
             np.testing.assert_allclose(np.asarray(mx.grad(f)(x)), np.asarray(jax.grad(jf)(x)),
                                        rtol=1e-7, atol=1e-9)
-    with pytest.raises(ValueError, match="multi_dot"):
-        mnp.linalg.multi_dot([RNG.randn(2, 3), RNG.randn(4, 2)])
-    with pytest.raises(ValueError, match="lstsq"):
-        mnp.linalg.lstsq(RNG.randn(4, 3), RNG.randn(5))
-    with pytest.raises(ValueError, match="matrix_transpose"):
-        mnp.linalg.matrix_transpose(v)
