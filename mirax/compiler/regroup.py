@@ -246,7 +246,7 @@ def rematerialize(graph: Graph) -> Graph:
             if len(part) > REMAT_MAX_OPS or \
                     sum(v.aval.size == size for v in new) > len(read):
                 continue
-            nodes[ci] = c = _recompute(c, part, read)
+            nodes[ci] = c = _recompute(c, part)
             changed = True
     if not changed:
         return graph
@@ -271,8 +271,9 @@ def _slice(members, targets) -> list:
     return part[::-1]
 
 
-def _recompute(c, part, read) -> Node:
-    """Fusion node `c` computing `part` (copied, fresh vars) in place of reading `read`."""
+def _recompute(c, part) -> Node:
+    """Fusion node `c` computing `part` (copied, fresh vars) in place of reading its
+    outputs."""
     sub = c.params["graph"]
     fresh: dict[Var, Var] = {}
     copies = []
