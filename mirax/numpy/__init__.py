@@ -16,4 +16,7 @@ from mirax.numpy._indexing import (  # noqa: F401
     take_along_axis, trace, tril, triu)
 from mirax.numpy._extra import *  # noqa: F401,F403
 from mirax.core.array import Array as ndarray  # noqa: F401
-from mirax.numpy._sets_stats import *  # noqa: F401,F403
+from mirax.numpy._sets import *  # noqa: F401,F403
+from mirax.numpy._stats import *  # noqa: F401,F403
+from mirax.numpy._select import *  # noqa: F401,F403
+from mirax.numpy._poly import *  # noqa: F401,F403
