@@ -14,7 +14,8 @@ import numpy as np
 
 from mirax.core import dtypes, tree
 from mirax.ops import elementwise as ew
-from mirax.ops.common import float_operand, normalize_axis, promote, short, static_int
+from mirax.ops.common import (
+    float_operand, normalize_axis, power_by_squaring, promote, short, static_int)
 from mirax.ops.common import operand as _arr
 from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurrence
 from mirax.ops import dot as _dot
@@ -117,13 +118,7 @@ def integer_pow(x, y):
     y = static_int(y, "integer_pow", "y")
     if y == 0:
         return ew.ones_like(x)
-    acc, base, n = None, x, abs(y)
-    while n:
-        if n & 1:
-            acc = base if acc is None else ew.mul(acc, base)
-        n >>= 1
-        if n:
-            base = ew.mul(base, base)
+    acc = power_by_squaring(x, abs(y), ew.mul)
     if y < 0:
         if not dtypes.is_float(x.dtype):
             raise TypeError(f"integer_pow: negative power {y} of an integer array {short(x)}")

@@ -16,7 +16,8 @@ from mirax.ops import elementwise as ew
 from mirax.ops import linalg as la
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
-from mirax.ops.common import float_operand, normalize_axes, promote, short
+from mirax.ops.common import (
+    float_operand, normalize_axes, power_by_squaring, promote, short)
 
 __all__ = ["norm", "inv", "solve", "det", "slogdet", "cholesky", "qr", "svd", "eigh",
            "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul",
@@ -143,14 +144,7 @@ def matrix_power(a, n):
         return sh.broadcast_to(la._eye(a.shape[-1], a.dtype), tuple(a.shape))
     if n < 0:
         a, n = la.inv(a), -n
-    result, base = None, a
-    while n:
-        if n & 1:
-            result = base if result is None else la._mm(result, base)
-        n >>= 1
-        if n:
-            base = la._mm(base, base)
-    return result
+    return power_by_squaring(a, n, la._mm)
 
 
 def pinv(a, rtol=None):

@@ -157,3 +157,16 @@ def static_shape(shape, op: str) -> tuple[int, ...]:
 def batch_size(args, dims) -> int:
     """The vmapped axis size, read off the first batched operand of a vmap rule."""
     return next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
+
+
+def power_by_squaring(x, n: int, mul):
+    """x ** n for a static int n >= 1 with the product `mul` (elementwise, matmul), by
+    repeated squaring: about 2 log2(n) products."""
+    acc, base = None, x
+    while n:
+        if n & 1:
+            acc = base if acc is None else mul(acc, base)
+        n >>= 1
+        if n:
+            base = mul(base, base)
+    return acc
