@@ -18,6 +18,7 @@ everything else in its original order where it can be.
 """
 from __future__ import annotations
 
+import functools
 import heapq
 from typing import Callable
 
@@ -59,9 +60,10 @@ def _eval(graph, xs):
     return eval_graph(graph, *xs)
 
 
-def _elementwise_names() -> set[str]:
+@functools.cache
+def _elementwise_names() -> frozenset[str]:
     from mirax.ops import elementwise as ew
-    return set(ew.UNARY_OPS) | set(ew.BINARY_OPS) | {"select", "convert_element_type"}
+    return frozenset(ew.UNARY_OPS) | set(ew.BINARY_OPS) | {"select", "convert_element_type"}
 
 
 # --- the pass ------------------------------------------------------------------------------

@@ -44,13 +44,26 @@ def _domain(members) -> tuple:
     return tuple(v.aval.shape)
 
 
+def _scalar_reads(n, scalar_of):
+    """`n`'s inputs with 0-d values in place of their broadcasts (`scalar_of`), or None:
+    none to swap, or `n` is no elementwise op whose result keeps its shape with them."""
+    import numpy as np
+    if n.prim.name in REDUCTIONS or not any(v in scalar_of for v in n.inputs):
+        return None
+    ins = [scalar_of.get(v, v) for v in n.inputs]
+    if np.broadcast_shapes(*(tuple(v.aval.shape) for v in ins)) != \
+            tuple(n.outputs[0].aval.shape):
+        return None  # (a unary op of the broadcast: it reads the array)
+    return ins
+
+
 def _group(c, members, extra_outs, c_outs, scalar_of=None):
     """A fusion node computing `members`, with outputs `c_outs` + `extra_outs`; elementwise
-    members read 0-d values in place of their broadcasts (`scalar_of`)."""
+    members read 0-d values in place of their broadcasts (`scalar_of`) where their results
+    keep their shapes."""
     scalar_of = scalar_of or {}
-    members = [Node(n.prim, [scalar_of.get(v, v) for v in n.inputs], n.params, n.outputs,
-                    n.source) if n.prim.name not in REDUCTIONS and
-               any(v in scalar_of for v in n.inputs) else n for n in members]
+    members = [n if (ins := _scalar_reads(n, scalar_of)) is None else
+               Node(n.prim, ins, n.params, n.outputs, n.source) for n in members]
     made = {o for n in members for o in n.outputs}
     ins = {}
     for n in members:
@@ -88,9 +101,9 @@ def merge_elementwise(graph: Graph) -> Graph:
         changed = False
         producer, users = _uses(nodes)
         for ci, c in enumerate(nodes):
+            members = c.params["graph"].nodes if c.prim is fusion_p else [c]
             if (c.prim is fusion_p or c.prim.name in ew) and \
-                    any(v in scalar_of for v in c.inputs):
-                members = c.params["graph"].nodes if c.prim is fusion_p else [c]
+                    any(_scalar_reads(n, scalar_of) is not None for n in members):
                 nodes[ci] = _group(c, members, [], c.outputs, scalar_of)
                 changed = merged_any = True
                 break

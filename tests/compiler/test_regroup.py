@@ -123,3 +123,24 @@ def test_fold_broadcasts():
     assert count(g2) == 0
     assert any(v.aval.shape == (2, 5, 1) for n in _fusions(g2) for v in n.inputs)
     _same(g, g2, x, w)
+
+
+def test_merge_reads_scalars_in_place_and_keeps_shapes():
+    """An Adam update merges into one node per parameter reading the 0-d values in place
+    of their broadcasts, every member keeping its shape; values bitwise as before."""
+    def step(p, m, v, g, t):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        p = p - 1e-3 * (m / (1 - 0.9 ** t)) / (mnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+        return p, m, v
+    rng = np.random.default_rng(4)
+    args = [mnp.asarray(rng.standard_normal((4, 5)).astype(np.float32)) for _ in range(4)]
+    args[2] = mnp.abs(args[2])
+    args.append(mnp.asarray(np.float32(3)))
+    g = _planned(step, *args)
+    g2 = merge_elementwise(g).typecheck()
+    assert any(len(n.outputs) == 3 for n in _fusions(g2)), g2
+    for n in _fusions(g2):
+        for m in n.params["graph"].nodes:
+            assert m.outputs[0].aval.shape == (4, 5) or m.outputs[0].aval.ndim == 0
+    _same(g, g2, *args)

@@ -159,7 +159,8 @@ def _kernel_alone(node) -> bool:
     ufuncs; a bias add reads the bias by index, as in a fusion)?"""
     if node.prim.name in codegen.REDUCE:
         return codegen.reduction_layout(node) is not None
-    if node.prim.name not in _ew_names() or len(node.outputs) != 1:
+    from mirax.compiler.fusion import _elementwise_names
+    if node.prim.name not in _elementwise_names() or len(node.outputs) != 1:
         return False
     out = node.outputs[0].aval
     dt = np.dtype(out.dtype)
@@ -167,12 +168,6 @@ def _kernel_alone(node) -> bool:
 
 
 ALONE_MIN = 1 << 12  # an elementwise op on fewer values keeps the backend's impl
-
-
-@functools.lru_cache(maxsize=None)
-def _ew_names() -> frozenset:
-    from mirax.compiler.fusion import _elementwise_names
-    return frozenset(_elementwise_names())
 
 
 def _alone(node):
