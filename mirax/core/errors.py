@@ -11,3 +11,15 @@ class ConcretizationError(MiraxError, TypeError):
 
 class UnexpectedTracerError(MiraxError):
     """A value traced in a transform escaped it and was used after the transform ended."""
+
+
+class ShapeError(MiraxError, TypeError, ValueError):
+    """Operands whose shapes (or ranks) do not fit the operation.
+
+    JAX raises TypeError for these and NumPy ValueError; code written for either catches
+    its own class, so this error is both."""
+
+
+class DTypeError(MiraxError, TypeError, ValueError):
+    """Operands whose dtypes do not fit the operation (a TypeError and a ValueError, as
+    ShapeError)."""
