@@ -4,8 +4,8 @@ Nothing outside backends/ touches a backend's buffer type directly.
 """
 from __future__ import annotations
 
-import os
 
+from mirax.core import config
 from mirax.backends.base import Backend, Device
 from mirax.backends.cpu import CpuBackend
 
@@ -41,7 +41,7 @@ def devices(platform: str | None = None) -> list[Device]:
 
 
 def default_device() -> Device:
-    want = os.environ.get("MIRAX_DEVICE", "cpu").lower()
+    want = config.get("device").lower()
     if want.startswith("cuda") or want == "gpu":
         be = _load_cuda()
         if be is None:

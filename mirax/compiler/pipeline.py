@@ -8,11 +8,11 @@ each pass, =3 also the generated source (backends print it).
 from __future__ import annotations
 
 import atexit
-import os
 import sys
 import time
 from collections import Counter
 
+from mirax.core import config
 from mirax.compiler.cse import cse
 from mirax.compiler.dce import dce
 from mirax.compiler.fusion import fuse
@@ -33,10 +33,7 @@ pass_counts: Counter = Counter()
 
 
 def debug_level() -> int:
-    try:
-        return int(os.environ.get("MIRAX_DEBUG", "0"))
-    except ValueError:
-        return 0
+    return config.get("debug")
 
 
 def optimize(graph: Graph, backend=None) -> Graph:

@@ -10,11 +10,11 @@ weak types, static arguments, device); `cache_info()` counts hits, misses and ev
 from __future__ import annotations
 
 import inspect
-import os
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from mirax.core import config
 from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.primitive import Primitive
@@ -103,7 +103,6 @@ def _call_vmap(args, dims, *, graph):
 # --- jit ----------------------------------------------------------------------------------
 _LEAF = tree.structure(0)
 CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize evictions")
-DEFAULT_CACHE_SIZE = int(os.environ.get("MIRAX_JIT_CACHE_SIZE", "64"))
 
 
 def _leaf_key(x):
@@ -142,9 +141,9 @@ class Jitted:
         self.static_argnums += tuple(pos[n] for n in self.static_argnames if n in pos)
         self.donate_argnums += tuple(pos[n] for n in as_tuple(donate_argnames) if n in pos)
         self.cache: OrderedDict = OrderedDict()
-        self.maxsize = cache_size or DEFAULT_CACHE_SIZE
+        self.maxsize = cache_size or config.get("jit_cache_size")
         self.hits = self.misses = self.evictions = 0
-        self.explain = os.environ.get("MIRAX_EXPLAIN_CACHE_MISSES", "") not in ("", "0")
+        self.explain = config.get("explain_cache_misses")
         self._last_sig = None
         self._fast: dict = {}  # flat Array signature -> (key, run, out_tree, n_out, donate)
 

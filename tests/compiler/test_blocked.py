@@ -15,9 +15,9 @@ UNFUSED = types.SimpleNamespace(fuses=False, writes_into=cpu_backend.writes_into
 
 
 @pytest.fixture(autouse=True)
-def numpy_only(monkeypatch):
+def numpy_only(knobs):
     """These tests are about the NumPy path: compiled loops (loops.py) off."""
-    monkeypatch.setenv("MIRAX_NUMBA", "0")
+    knobs(numba=False)
 
 
 @pytest.fixture

@@ -106,9 +106,9 @@ def test_cse_merges_commutative_operands():
     assert names.count("mul") == 2 and names.count("add") == 2
 
 
-def test_mul_reduce_sum_runs_as_einsum(monkeypatch, capsys):
+def test_mul_reduce_sum_runs_as_einsum(knobs, monkeypatch, capsys):
     from mirax.compiler import pipeline
-    monkeypatch.setenv("MIRAX_DEBUG", "3")
+    knobs(debug=3)
     monkeypatch.setattr(pipeline, "_register_report", lambda: None)
     a = RNG.normal(size=(200, 64)).astype(np.float32)   # big enough to be freed early
     b = RNG.normal(size=(200, 64)).astype(np.float32)
@@ -132,9 +132,9 @@ def test_mul_reduce_sum_runs_as_einsum(monkeypatch, capsys):
     np.testing.assert_allclose(np.asarray(out[1]), a * b)
 
 
-def test_float_div_is_a_raw_ufunc_int_div_truncates(monkeypatch, capsys):
+def test_float_div_is_a_raw_ufunc_int_div_truncates(knobs, monkeypatch, capsys):
     from mirax.compiler import pipeline
-    monkeypatch.setenv("MIRAX_DEBUG", "3")
+    knobs(debug=3)
     monkeypatch.setattr(pipeline, "_register_report", lambda: None)
     x = np.array([1.0, -2.0, 0.0, 3.0], np.float32)
     y = np.array([0.0, 4.0, 0.0, -2.0], np.float32)

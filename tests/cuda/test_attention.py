@@ -260,11 +260,11 @@ def test_unsupported_falls_back_and_is_counted():
     assert attention.fallbacks["head dims 160, 160"] >= 1
 
 
-def test_blas_path_is_captured_as_a_cuda_graph(monkeypatch):
+def test_blas_path_is_captured_as_a_cuda_graph(knobs, monkeypatch):
     """The float32 cuBLAS path calls cuBLAS through library's ctypes handle, so a plan that
     runs it can be captured as a CUDA graph (CuPy's binding refused the capture)."""
     from mirax.backends.cuda import graphs
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+    knobs(cuda_graphs="1")
     monkeypatch.setattr(attention, "force_path", "blas")
     rng = _rng("graph")
     host = [rng.standard_normal((1, 40, 2, 16)).astype(np.float32) for _ in range(3)]

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 
 import numpy as np
 
+from mirax.core import config
 from mirax.backends.base import Backend, Device
 
 
@@ -64,7 +64,7 @@ def _keep_freed_memory():
     to its peak memory, as the caching allocators of JAX and PyTorch do."""
     global _tuned
     if _tuned or not sys.platform.startswith("linux") or \
-            os.environ.get("MIRAX_CPU_MALLOC") == "default":
+            config.get("cpu_malloc") == "default":
         return
     _tuned = True
     try:

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mirax.core import config
+
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _BOOL = np.dtype(np.bool_)
 
@@ -54,7 +56,7 @@ _kernels: dict = {}
 
 def available() -> bool:
     global _numba
-    if os.environ.get("MIRAX_NUMBA", "1") == "0":
+    if not config.get("numba"):
         return False
     if _numba is None:
         try:
@@ -156,7 +158,7 @@ def _compiled(src: str):
     if fn is not None:
         return fn
     text = _PRELUDE + '@_nb.njit(cache=__CACHE__, error_model="numpy")\n' + src
-    root = Path(os.environ.get("MIRAX_CACHE_DIR", Path.home() / ".cache" / "mirax")) / "loops"
+    root = Path(config.get("cache_dir")) / "loops"
     path = root / f"k_{key}.py"
     try:
         root.mkdir(parents=True, exist_ok=True)

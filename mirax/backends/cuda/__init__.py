@@ -11,11 +11,11 @@ graph (graphs.py). Nothing outside this package imports CuPy.
 """
 from __future__ import annotations
 
-import os
 
 import cupy as cp
 import numpy as np
 
+from mirax.core import config
 from mirax.backends.base import Backend, Device
 from mirax.backends.cuda import attention, graphs, library, runtime
 from mirax.core import trace as _trace
@@ -40,7 +40,7 @@ class CudaBackend(Backend):
         self._table: dict = {}   # primitive name -> (impl, how)
         self.failures: dict = {}  # (name, dtypes) -> the error of a native impl that raised;
         # such signatures run on the host from then on (MIRAX_CUDA_STRICT=1 raises instead)
-        self.strict = os.environ.get("MIRAX_CUDA_STRICT", "") not in ("", "0")
+        self.strict = config.get("cuda_strict")
         self.host_calls = 0  # host-fallback runs so far (plans that make any are not captured
         # as CUDA graphs: graphs.py)
 

@@ -48,12 +48,12 @@ in the dispatch report and by reason in `fallbacks`): float64, head dims over 12
 from __future__ import annotations
 
 import ctypes
-import os
 from collections import Counter
 
 import cupy as cp
 import numpy as np
 
+from mirax.core import config
 from mirax.backends.cuda import attention_kernels as kernels
 from mirax.backends.cuda import library
 from mirax.backends.cuda.library import COMPUTE_32F, CUDA_TYPE, GEMM_DEFAULT, LOW
@@ -80,7 +80,7 @@ def path(dtype, T: int, S: int, backward: bool) -> str:
     """Tensor cores for f16/bf16; float32 on CUDA cores, except the backward of large cases
     through cuBLAS."""
     half = np.dtype(dtype) in LOW
-    p = force_path or os.environ.get("MIRAX_CUDA_ATTN_PATH") or None
+    p = force_path or config.get("cuda_attn_path") or None
     if p is not None:
         return "simt" if p == "tc" and not half else p
     if half:
@@ -98,7 +98,7 @@ def geometry(d: int, dv: int):
     d, dv = _pad(d, 4), _pad(dv, 4)
     if max(d, dv) > MAX_D or min(d, dv) == 0:
         return None
-    least = int(os.environ.get("MIRAX_CUDA_ATTN_TPR", "1"))
+    least = config.get("cuda_attn_tpr")
     for tpr in (t for t in (1, 2, 4) if t >= least):
         if d % (4 * tpr) == 0 and dv % (4 * tpr) == 0 and max(d, dv) // tpr <= 32:
             return tpr

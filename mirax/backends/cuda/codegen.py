@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import re
 import sys
 
 import cupy as cp
 import numpy as np
 
+from mirax.core import config
 from mirax.core import dtypes
 
 
@@ -504,7 +504,7 @@ def reduction_layout(red) -> str | None:
       layer norm's backward), the same kernel with one block per output;
     - "columns": the innermost dimension is kept (bias and norm-weight gradients: sums over
       the leading axes), the column kernel, whose threads run along the kept dimension."""
-    if os.environ.get("MIRAX_CUDA_TWO_STAGE", "1") == "0":
+    if not config.get("cuda_two_stage"):
         return None
     src = red.inputs[0]
     n, out_size = src.aval.size, int(np.prod(red.outputs[0].aval.shape))

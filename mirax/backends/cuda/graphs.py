@@ -24,11 +24,12 @@ other allocation can be handed them.
 """
 from __future__ import annotations
 
-import os
 import time
 
 import cupy as cp
 import numpy as np
+
+from mirax.core import config
 
 _depth = [0]    # > 0 while a plan runs: nested plans (composite bodies, loops) never capture
 capturing = [False]  # True during a capture: errors there are the capture's, not an op's
@@ -44,8 +45,8 @@ failures: list = []  # why captures failed (a host sync inside, ...), newest las
 
 def mode() -> str:
     """'1' (capture every capturable plan), '0' (never) or 'auto' (MIRAX_CUDA_GRAPHS)."""
-    v = os.environ.get("MIRAX_CUDA_GRAPHS", "").strip().lower()
-    return {"1": "1", "on": "1", "true": "1", "0": "0", "off": "0", "false": "0"}.get(v, "auto")
+    v = config.get("cuda_graphs")
+    return {"1": "1", "on": "1", "0": "0", "off": "0"}.get(v, "auto")
 
 
 class Replay:

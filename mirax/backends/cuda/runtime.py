@@ -17,12 +17,12 @@ entry); `graph.cache[("exe", "cuda")]` holds it.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 
 import cupy as cp
 import numpy as np
 
+from mirax.core import config
 from mirax.backends.cuda import codegen, graphs
 from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
 from mirax.compiler.regroup import fold_broadcasts, merge_elementwise, rematerialize
@@ -85,9 +85,9 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     by one (merging them would make the same fusion node again)."""
     from mirax.compiler.fusion import fusion_p
     graph = prepare(be, graph)
-    if merge and os.environ.get("MIRAX_CUDA_REMAT", "1") != "0":  # =0: measure without it
+    if merge and config.get("cuda_remat"):  # =0: measure without it
         graph = rematerialize(fold_broadcasts(graph))
-    if merge and os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":
+    if merge and config.get("cuda_merge"):
         graph = merge_elementwise(graph)
     names: dict = {}
     env: dict = {}
