@@ -133,7 +133,7 @@ def main():
 
     import mirax as mx
     import mirax.numpy as mnp
-    from mirax.backends import get_device
+    from mirax.core.runtime import get_device
 
     dev = get_device("cuda")
     be = dev.backend
@@ -298,7 +298,7 @@ def main():
 def mirax_plan(mx, f, *args):
     """The compiled CUDA plan called on raw buffers: the kernel time without jit's
     Python dispatch (cache lookup, pytree handling)."""
-    from mirax.transforms.jit import executable
+    from mirax.core.runtime import executable
     plan = executable(mx.make_graph(f)(*args), "cuda")
     bufs = [a._buf for a in args]
     return lambda: plan(*bufs)
@@ -308,7 +308,7 @@ def mirax_profile(mx, what, fn, top, *args):
     """[(label, ms)] of every node of fn's CUDA plan (runtime.profile), the first `top`
     printed; None when it fails (the profile is an extra)."""
     try:
-        from mirax.backends import get_device
+        from mirax.core.runtime import get_device
         from mirax.backends.cuda import runtime
         graph = mx.make_graph(fn)(*args)
         leaves = [a._buf for a in mx.tree.leaves(args)]

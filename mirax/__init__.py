@@ -1,12 +1,12 @@
 """mirax: an ML compiler and runtime for Python with JAX-shaped program transforms."""
 from mirax import ops  # noqa: F401  (registers every primitive)
-from mirax.backends import default_device, devices  # noqa: F401
+from mirax.core.runtime import default_device, devices  # noqa: F401
 from mirax.core import tree  # noqa: F401
 from mirax.core.array import Array  # noqa: F401
 from mirax.core.dtypes import (  # noqa: F401
     bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8)
 from mirax.core import config, errors  # noqa: F401
-from mirax.ir.build import make_graph  # noqa: F401
+from mirax.graph.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
 from mirax.ops.transfer import device_put  # noqa: F401
 from mirax.transforms.derived import hessian, hvp, jacfwd, jacrev  # noqa: F401

@@ -30,7 +30,7 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.trace import Trace, Tracer, new_trace, state
-from mirax.transforms.vjp import VJPTrace, VJPTracer, backward as _tape_backward
+from mirax.interpreters.vjp import VJPTrace, VJPTracer, backward as _tape_backward
 
 __all__ = ["Tensor", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "grad"]
 

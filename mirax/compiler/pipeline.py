@@ -18,7 +18,7 @@ from mirax.compiler.dce import dce
 from mirax.compiler.fusion import fuse
 from mirax.compiler.memory import format_plan, never, plan_memory
 from mirax.compiler.simplify import simplify
-from mirax.ir.graph import Graph
+from mirax.graph.graph import Graph
 
 PASSES = [
     ("simplify", simplify),
@@ -78,7 +78,7 @@ def _register_report():
 def report() -> str:
     """Pass timings and the dispatch report (per primitive: native / decomposed /
     host-fallback counts of every backend)."""
-    from mirax.backends import backends
+    from mirax.core.runtime import backends
     lines = ["[mirax] pass timings (total over all compilations):"]
     for name, _ in PASSES:
         if pass_counts[name]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mirax.ir.graph import Graph, Node, Var
+from mirax.graph.graph import Graph, Node, Var
 
 SMALL = 1024  # constants up to this many elements count as values in the identities
 FOLD_MAX = 1 << 18  # fold only when every constant input and the result have at most this

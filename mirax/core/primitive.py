@@ -6,11 +6,18 @@ slots. `bind` hands the call to the innermost active interpreter (core/trace.py)
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Callable
 
 from mirax.core.avals import ShapedArray
 
 registry: dict[str, Primitive] = {}
+
+# The few wrappers that the interpreters (mirax/interpreters/, one floor below ops) call:
+# `add` to sum fan-out cotangents, `full` for zeros and ones, `broadcast_in_dim`,
+# `moveaxis`, `index_in_dim` and `stack` to move and loop over batch axes, `operand` for
+# array-likes. mirax/ops/__init__.py fills it when the primitives are registered.
+wrappers = SimpleNamespace()
 
 
 class Primitive:
@@ -98,7 +105,7 @@ class Primitive:
     def abstract_eval(self, *avals: ShapedArray, **params):
         if self.abstract_eval_rule is None:
             if self.decomposition is not None:
-                from mirax.ir.build import abstract_eval_by_tracing
+                from mirax.graph.build import abstract_eval_by_tracing
                 return abstract_eval_by_tracing(self, avals, params)
             raise NotImplementedError(f"{self.name}: no abstract evaluation rule")
         out = self.abstract_eval_rule(*avals, **params)

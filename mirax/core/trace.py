@@ -225,12 +225,12 @@ def eager(prim, args, params):
         else:
             bufs.append(a)
     if nonhost_buffers[0]:
-        from mirax.backends import impl_for
+        from mirax.core.runtime import impl_for
         impl = impl_for(prim, bufs)
     else:
         impl = prim.impl
         if impl is None:
-            from mirax.backends import impl_for
+            from mirax.core.runtime import impl_for
             impl = impl_for(prim, bufs)
     try:
         out = impl(*bufs, **params)
@@ -268,8 +268,7 @@ def aval_of(x) -> ShapedArray:
 
 
 def zeros_like_aval(aval: ShapedArray):
-    from mirax.ops.shape import full
-    return full(aval.shape, 0, aval.dtype)
+    return wrappers.full(aval.shape, 0, aval.dtype)
 
 
 def owned(x, trace: Trace) -> bool:

@@ -2,8 +2,8 @@
 (`eval_graph`, `compile`), transform (`grad`, `jvp`, `hvp`, `vmap`, `nth_order_grad`)
 and optimize (`optimize`, `decompose`). Heavier names load on first use (the compiler
 imports this package)."""
-from mirax.ir.graph import Graph, Node, Var  # noqa: F401
-from mirax.ir.interpret import eval_graph  # noqa: F401
+from mirax.graph.graph import Graph, Node, Var  # noqa: F401
+from mirax.graph.interpret import eval_graph  # noqa: F401
 
 _LAZY = {
     "make_graph": ("mirax.ir.build", "make_graph"),
@@ -21,9 +21,10 @@ _LAZY = {
 def compile(graph: Graph, device=None):
     """A callable running `graph` compiled for `device` (default: the default device);
     it returns the outputs in the graph's output structure (a list if it has none)."""
-    from mirax.backends import get_device
+    from mirax.core.runtime import get_device
     from mirax.core import tree
-    from mirax.transforms.jit import call_p, executable
+    from mirax.ops.call import call_p
+    from mirax.core.runtime import executable
     dev = get_device(device)
     executable(graph, dev.platform)  # compile now, so errors surface here
 

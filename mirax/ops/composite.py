@@ -65,7 +65,7 @@ def _eager_body(prim):
 
 def _body_jvp(prim):
     def jvp(primals, tangents, **params):
-        from mirax.transforms.jvp import jvp_flat
+        from mirax.interpreters.jvp import jvp_flat
         outs, touts = jvp_flat(
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
             list(primals), list(tangents))
@@ -75,7 +75,7 @@ def _body_jvp(prim):
 
 def _body_vjp(prim):
     def vjp(ct, out, *primals, **params):
-        from mirax.transforms.vjp import vjp_flat
+        from mirax.interpreters.vjp import vjp_flat
         _, bwd = vjp_flat(
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
             list(primals))
@@ -87,7 +87,7 @@ def _body_vjp(prim):
 
 def _body_vmap(prim):
     def vmap(args, dims, **params):
-        from mirax.transforms.vmap import vmap_flat
+        from mirax.interpreters.vmap import vmap_flat
         size = batch_size(args, dims)
         outs = vmap_flat(
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
@@ -106,7 +106,7 @@ def batch_front(prim, row_args=None):
     fallback = _body_vmap(prim)
 
     def vmap(args, dims, **params):
-        from mirax.transforms.vmap import move_bdim
+        from mirax.interpreters.vmap import move_bdim
         rows = range(len(args)) if row_args is None else row_args
         if any(d is not None and i not in rows for i, (d) in enumerate(dims)):
             return fallback(args, dims, **params)
@@ -150,7 +150,7 @@ def _backward_composite(fwd: Primitive, bwd_impl, bwd_vmap) -> Primitive:
     """`<name>_bwd(*cts, *outs, *primals, wrt, nout, **params)`: the backward composite,
     whose body is the vjp of the forward body (the outs are there for the fused kernel)."""
     def body(*args, wrt, nout, **params):
-        from mirax.transforms.vjp import vjp_flat
+        from mirax.interpreters.vjp import vjp_flat
         cts, primals = args[:nout], args[2 * nout:]
         _, bwd = vjp_flat(
             lambda *xs: _as_list(fwd.decomposition(*xs, **params), fwd.multiple_results),

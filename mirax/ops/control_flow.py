@@ -21,8 +21,8 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of, state
-from mirax.ir.graph import Var
-from mirax.ir.interpret import eval_graph
+from mirax.graph.graph import Var
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     compiled, is_float, jvp_graph, same_aval, to_front, trace_fn, vjp_graph, vmap_graph)
@@ -171,7 +171,7 @@ def _cond_vjp(cts, outs, index, *args, branches):
 def _cond_vmap(args, dims, *, branches):
     from mirax.ops.elementwise import eq, select
     from mirax.ops.shape import broadcast_in_dim
-    from mirax.transforms.vmap import move_bdim, vmap_flat
+    from mirax.interpreters.vmap import move_bdim, vmap_flat
     index, xs, idim, xdims = args[0], args[1:], dims[0], dims[1:]
     size = batch_size(args, dims)
     m = len(branches[0].outputs)

@@ -322,7 +322,7 @@ def _pool_slices(x, kernel, stride, padding, value):
 def _fold_n(prim):
     """vmap of a pool (or its backward op) on [N, C, H, W]: fold the batch axis into N."""
     def rule(args, dims, **params):
-        from mirax.transforms.vmap import move_bdim
+        from mirax.interpreters.vmap import move_bdim
         size = batch_size(args, dims)
         moved = []
         for a, d in zip(args, dims):

@@ -66,7 +66,7 @@ def asarray(obj, dtype=None, device=None) -> Array:
             buf, weak = _host_array(obj)
             out = Array(buf, weak)
         except _NotHost:
-            from mirax.backends import from_dlpack_device
+            from mirax.core.runtime import from_dlpack_device
             out = Array(from_dlpack_device(obj), False)
     if dtype is not None:
         dtype = dtypes.canonicalize(dtype)

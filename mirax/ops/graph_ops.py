@@ -91,7 +91,7 @@ index_select_p.def_transpose(lambda ct, x, idx: [
 @index_select_p.def_vmap
 def _index_select_vmap(args, dims):
     from mirax.ops.shape import moveaxis
-    from mirax.transforms.vmap import move_bdim
+    from mirax.interpreters.vmap import move_bdim
     (x, idx), (dx, di) = args, dims
     if di is None:                       # rows of x stay axis 0; the batch rides along
         return index_select_p.bind(moveaxis(x, dx, 1), idx), 1
@@ -142,7 +142,7 @@ def _segment_vmap(prim, ids_pos, num_param):
     `num_param` segments, and whose outputs are rows too: with unbatched ids the batch
     axis rides along at axis 1; with batched ids each member's segments are offset."""
     def rule(args, dims, **params):
-        from mirax.transforms.vmap import move_bdim
+        from mirax.interpreters.vmap import move_bdim
         ids, di = args[ids_pos], dims[ids_pos]
         size = batch_size(args, dims)
         rows = [i for i in range(len(args)) if i != ids_pos]

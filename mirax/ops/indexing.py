@@ -44,7 +44,7 @@ def _zeros(aval, dtype=None):
 
 def _to_front(x, d, size):
     """x with its batch axis at 0 (broadcast to `size` when unbatched)."""
-    from mirax.transforms.vmap import move_bdim
+    from mirax.interpreters.vmap import move_bdim
     return move_bdim(x, d, 0, size)
 
 
@@ -399,7 +399,7 @@ def _scatter_primitive(name, op):
         size = batch_size(args, dims)
         x = _to_front(x, dx, size)
         if di is None:                    # the batch axis is the first rest axis
-            from mirax.transforms.vmap import move_bdim
+            from mirax.interpreters.vmap import move_bdim
             upd = move_bdim(upd, du, aval_of(idx).ndim - 1, size)
             return p.bind(x, idx, upd, axes=tuple(a + 1 for a in axes), mode=mode), 0
         idx = _with_batch_index(moveaxis(idx, di, 0) if di else idx, size)

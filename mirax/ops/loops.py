@@ -16,7 +16,7 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of
-from mirax.ir.interpret import eval_graph
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.scan import scan, scan_p
 from mirax.ops.subgraph import (
@@ -93,7 +93,7 @@ def _while_impl(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_s
 @while_p.def_jvp
 def _while_jvp(primals, tangents, *, cond_graph, body_graph, cond_nconsts, body_nconsts,
                max_steps):
-    from mirax.transforms.jvp import instantiate
+    from mirax.interpreters.jvp import instantiate
     cc, bc, init = _split_while(primals, cond_nconsts, body_nconsts)
     _, bc_t, init_t = _split_while(tangents, cond_nconsts, body_nconsts)
     nb, nk = len(bc), len(init)
@@ -124,7 +124,7 @@ def _while_jvp(primals, tangents, *, cond_graph, body_graph, cond_nconsts, body_
 def _while_vjp(cts, outs, *primals, cond_graph, body_graph, cond_nconsts, body_nconsts,
                max_steps):
     from mirax.ops.control_flow import cond_p  # NOTE: lazy, control_flow re-exports loops
-    from mirax.transforms.vjp import vjp_flat
+    from mirax.interpreters.vjp import vjp_flat
     if max_steps is None:
         raise ValueError(
             "while_loop: reverse-mode differentiation (grad / vjp) of a while_loop needs a "

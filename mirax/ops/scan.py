@@ -19,8 +19,8 @@ from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
-from mirax.ir.graph import Graph
-from mirax.ir.interpret import eval_graph
+from mirax.graph.graph import Graph
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     batched_aval, cached, carry_check, compiled, interleave, is_float, jvp_graph, permute,
@@ -152,7 +152,7 @@ def _scan_impl(*args, body, num_consts, num_carry, length, reverse, checkpoint):
 @scan_p.def_jvp
 def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse,
               checkpoint):
-    from mirax.transforms.jvp import instantiate
+    from mirax.interpreters.jvp import instantiate
     nc, nk = num_consts, num_carry
     consts, init, xs = _split_scan(primals, nc, nk)
     ct_, kt, xt = _split_scan(tangents, nc, nk)
@@ -280,7 +280,7 @@ def _bwd_graph(body: Graph, nc: int, nk: int) -> Graph:
     """One reverse step: (consts | acc, ct_c | c, x, ct_y) -> (acc', ct_c_prev | ct_x),
     over the float consts / carries / xs / ys only."""
     from mirax.ops.elementwise import add
-    from mirax.transforms.vjp import vjp_flat
+    from mirax.interpreters.vjp import vjp_flat
     ins, outs = body.in_avals, body.out_avals
     fl = (lambda avals: [dtypes.is_float(a.dtype) for a in avals])
     masks = (fl(ins[:nc]), fl(ins[nc:nc + nk]), fl(ins[nc + nk:]), fl(outs[nk:]))
@@ -300,7 +300,7 @@ def _bwd_graph(body: Graph, nc: int, nk: int) -> Graph:
 def _scan_bwd(body, nc, nk, consts, init, xs, ct_k, ct_y, length, reverse):
     """Cotangents (consts, init, xs) of a scan: save carries, then a reverse scan that
     recomputes each step's vjp. Entries of non-float inputs are None."""
-    from mirax.transforms.jvp import instantiate
+    from mirax.interpreters.jvp import instantiate
     params = dict(num_consts=nc, length=length, checkpoint=None)
     saved = scan_p.bind(*consts, *init, *xs, body=_stack_graph(body, nc, nk), num_carry=nk,
                         reverse=reverse, **params)[nk:]
@@ -353,7 +353,7 @@ def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
         return acc + [g for g in gk if g is not None] + [g for g in gx if g is not None]
     bg = cached(body, ("cf_sqrt_bwd", seg), lambda: rule_graph(
         seg_bwd, _bwd_avals(body, nc, nk, masks, seg), "bwd_segments"))
-    from mirax.transforms.jvp import instantiate
+    from mirax.interpreters.jvp import instantiate
     acc0 = [instantiate(None, c) for c in _pick(consts, dc)]
     ck = _pick(ct_k, dk)
     res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs_m, *_pick(ct_m, dy), body=bg,

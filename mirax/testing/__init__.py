@@ -109,8 +109,8 @@ def _compare(kind, order, auto, num, o, path, in_ndim, atol, rtol):
 
 
 def _check_once(f, args, modes, order, eps, atol, rtol):
-    from mirax.transforms.jvp import jvp_flat
-    from mirax.transforms.vjp import vjp_flat
+    from mirax.interpreters.jvp import jvp_flat
+    from mirax.interpreters.vjp import vjp_flat
     flat, xs, paths = _flat_fn(f, args)
     if not xs:
         return
@@ -183,8 +183,8 @@ def check_grads(f, args, order: int = 2, modes=("fwd", "rev"), eps=None, atol=No
 
 
 def _check_order(f, args, order, level, modes, eps, atol, rtol, rng):
-    from mirax.transforms.jvp import jvp_flat
-    from mirax.transforms.vjp import vjp_flat
+    from mirax.interpreters.jvp import jvp_flat
+    from mirax.interpreters.vjp import vjp_flat
     _check_once(f, args, modes, level, eps, atol, rtol)
     if level >= order:
         return

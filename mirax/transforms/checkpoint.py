@@ -22,13 +22,13 @@ checkpoint_p = CustomPrimitive("checkpoint")
 
 @checkpoint_p.def_jvp
 def _checkpoint_jvp(primals, tangents, *, fun, prevent_cse=True):
-    from mirax.transforms.jvp import jvp_flat
+    from mirax.interpreters.jvp import jvp_flat
     return jvp_flat(fun, list(primals), list(tangents))
 
 
 @checkpoint_p.def_vjp
 def _checkpoint_vjp(cts, outs, *primals, fun, prevent_cse=True):
-    from mirax.transforms.vjp import vjp_flat
+    from mirax.interpreters.vjp import vjp_flat
     _, bwd = vjp_flat(fun, list(primals))  # recompute the forward pass, on a fresh tape
     return [c if _is_float(x) else None for c, x in zip(bwd(list(cts)), primals)]
 

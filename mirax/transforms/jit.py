@@ -18,87 +18,11 @@ from mirax.core import config
 from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.primitive import Primitive
-from mirax.core.trace import Tracer, aval_of, nonhost_buffers as _nonhost, state as _state
-from mirax.ir.build import arg_names_for, trace_to_graph
-from mirax.ir.interpret import eval_graph
+from mirax.core.trace import Tracer, aval_of, state as _state
+from mirax.core.runtime import nonhost_buffers as _nonhost
+from mirax.graph.build import arg_names_for, trace_to_graph
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import operand as _operand
-
-# --- the call primitive -------------------------------------------------------------------
-call_p = Primitive("call", multiple_results=True)
-
-
-def executable(graph, platform: str = "cpu"):
-    exe = graph.cache.get(("exe", platform))
-    if exe is None:
-        from mirax.backends import devices
-        from mirax.compiler import optimize
-        dev = devices(platform)[0]
-        exe = dev.backend.compile(optimize(graph, dev.backend))
-        graph.cache[("exe", platform)] = exe
-    return exe
-
-
-call_p.def_impl(lambda *bufs, graph: executable(graph, "cpu")(*bufs))
-call_p.def_abstract_eval(lambda *avals, graph: graph.out_avals)
-call_p.inline_when_staged = lambda *args, graph: eval_graph(graph, *args)
-
-
-def _cached_graph(graph, key, fn, in_avals):
-    g = graph.cache.get(key)
-    if g is None:
-        g, captured = trace_to_graph(fn, in_avals, f"{key[0]}_{graph.name}")
-        assert not captured
-        graph.cache[key] = g
-    return g
-
-
-@call_p.def_jvp
-def _call_jvp(primals, tangents, *, graph):
-    from mirax.transforms.jvp import instantiate, jvp_flat
-    nz = tuple(t is not None for t in tangents)
-    n = len(primals)
-
-    def fn(*args):
-        xs, ts = list(args[:n]), iter(args[n:])
-        ts = [next(ts) if z else None for z in nz]
-        outs, touts = jvp_flat(lambda *ys: eval_graph(graph, *ys), xs, ts)
-        return outs + [instantiate(t, o) for t, o in zip(touts, outs)]
-
-    avals = [aval_of(x) for x in primals] + [aval_of(t) for t in tangents if t is not None]
-    jg = _cached_graph(graph, ("jvp", nz), fn, avals)
-    res = call_p.bind(*primals, *[t for t in tangents if t is not None], graph=jg)
-    m = len(graph.outputs)
-    return res[:m], res[m:]
-
-
-@call_p.def_vjp
-def _call_vjp(cts, outs, *primals, graph):
-    from mirax.transforms.jvp import instantiate
-    from mirax.transforms.vjp import vjp_flat
-    n = len(primals)
-
-    def fn(*args):
-        xs, cs = list(args[:n]), list(args[n:])
-        _, bwd = vjp_flat(lambda *ys: eval_graph(graph, *ys), xs)
-        return [instantiate(c, x) for c, x in zip(bwd(cs), xs)]
-
-    avals = [aval_of(x) for x in primals] + [aval_of(c) for c in cts]
-    bg = _cached_graph(graph, ("vjp",), fn, avals)
-    res = call_p.bind(*primals, *cts, graph=bg)
-    return [r if dtypes.is_float(aval_of(x).dtype) else None for r, x in zip(res, primals)]
-
-
-@call_p.def_vmap
-def _call_vmap(args, dims, *, graph):
-    from mirax.transforms.vmap import vmap_flat
-    size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
-    m = len(graph.outputs)
-    avals = [aval_of(a) for a in args]
-    vg = _cached_graph(graph, ("vmap", tuple(dims), size),
-                       lambda *xs: vmap_flat(lambda *ys: eval_graph(graph, *ys), list(xs),
-                                             list(dims), size, [0] * m), avals)
-    return call_p.bind(*args, graph=vg), [0] * m
-
 
 # --- jit ----------------------------------------------------------------------------------
 _LEAF = tree.structure(0)

@@ -50,7 +50,7 @@ def _aval(x) -> ShapedArray:
 def eval_shape(fun, *args, **kwargs):
     """The ShapeDtypeStruct pytree of fun(*args, **kwargs), by tracing (no computation).
     Arguments may be arrays, NumPy arrays, scalars or ShapeDtypeStructs."""
-    from mirax.ir.build import trace_to_graph
+    from mirax.graph.build import trace_to_graph
     leaves, in_tree = tree.flatten((args, kwargs))
     out_tree = []
 

@@ -15,5 +15,5 @@ def f32(*shape):
 
 
 def run_graph(graph, *args):
-    from mirax.backends import cpu_backend
+    from mirax.core.runtime import cpu_backend
     return cpu_backend.compile(graph)(*(np.asarray(a) for a in args))

@@ -9,7 +9,7 @@ import mirax.numpy as mnp
 from mirax.backends.cpu import kernels
 from mirax.compiler import optimize
 from mirax.core.avals import ShapedArray
-from mirax.ir.graph import Node, Var
+from mirax.graph.graph import Node, Var
 from mirax.ops.dot import dot_general_p
 from mirax.ops.nn import _gelu_bwd_impl, _gelu_impl, _index_add_impl
 

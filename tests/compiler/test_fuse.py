@@ -3,7 +3,7 @@ import numpy as np
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.backends import cpu_backend
+from mirax.core.runtime import cpu_backend
 from mirax.compiler import optimize
 from mirax.compiler.fusion import fuse
 

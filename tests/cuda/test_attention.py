@@ -294,7 +294,7 @@ def test_merge_pass_fuses_the_adam_update():
     """runtime.merge_elementwise: one kernel per parameter for an Adam step's update."""
     from mirax.backends.cuda import runtime
     from mirax.compiler import optimize
-    from mirax.compiler.fusion import fusion_p
+    from mirax.ops.call import fusion_p
 
     def step(p, m, v, g, t):
         m = 0.9 * m + 0.1 * g

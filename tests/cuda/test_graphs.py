@@ -17,7 +17,7 @@ import mirax as mx  # noqa: E402
 import mirax.numpy as mnp  # noqa: E402
 from mirax import backends  # noqa: E402
 from mirax.backends.cuda import graphs  # noqa: E402
-from mirax.transforms.jit import executable  # noqa: E402
+from mirax.core.runtime import executable  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 BE = backends.get_device("cuda").backend

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 
 from mirax.core import config
-from mirax.backends.base import Backend, Device
+from mirax.core.runtime import Backend, Device
 
 
 class CpuBackend(Backend):

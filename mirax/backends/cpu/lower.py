@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from mirax.backends.cpu.kernels import mul_sum, specialize
-from mirax.ir.graph import Graph
+from mirax.graph.graph import Graph
 
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
@@ -73,7 +73,7 @@ def _mul_sum_pairs(graph: Graph) -> dict:
 
 
 def lower(graph: Graph):
-    from mirax.backends import cpu_backend
+    from mirax.core.runtime import cpu_backend
     names: dict = {}
     env: dict = {"_np": np}
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from mirax.core import config
-from mirax.backends.base import Backend, Device
 from mirax.backends.cuda import attention, graphs, library, runtime
-from mirax.core import trace as _trace
+from mirax.core import config
+from mirax.core import runtime as core_runtime
+from mirax.core.runtime import Backend, Device
 
 _COMPOSITE_ROWS = {"softmax": "softmax", "log_softmax": "log_softmax",
                    "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
@@ -28,6 +28,8 @@ _ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")  # attention
 class CudaBackend(Backend):
     platform = "cuda"
     fuses = True  # fusion nodes become one generated kernel each
+    passes = runtime.PASSES  # regroup fusion nodes (compiler/regroup.py), after `fuse`
+    decomposes = staticmethod(runtime.decomposes)
 
     def __init__(self):
         super().__init__()
@@ -55,12 +57,12 @@ class CudaBackend(Backend):
         return cp.asnumpy(buf)
 
     def from_host(self, host, device: Device):
-        _trace.nonhost_buffers[0] = True
+        core_runtime.nonhost_buffers[0] = True
         with cp.cuda.Device(device.id):
             return cp.asarray(np.asarray(host))
 
     def from_dlpack(self, obj):
-        _trace.nonhost_buffers[0] = True
+        core_runtime.nonhost_buffers[0] = True
         return cp.from_dlpack(obj).copy()  # a copy: mx.Array is immutable
 
     def device_of(self, buf) -> Device:

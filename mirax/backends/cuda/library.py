@@ -24,6 +24,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.core import dtypes
+from mirax.core.runtime import executable
 
 LOW = (dtypes.float16, dtypes.bfloat16)
 
@@ -335,17 +336,15 @@ def _linalg() -> dict:
 
 # --- control flow: run the sub-graphs compiled for CUDA -----------------------------------------
 def _cond(index, *args, branches):
-    from mirax.backends.cuda.runtime import executable
     k = min(max(int(index), 0), len(branches) - 1)
-    return executable(branches[k])(*args)
+    return executable(branches[k], "cuda")(*args)
 
 
 def _while(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_steps):
-    from mirax.backends.cuda.runtime import executable
     cc = list(args[:cond_nconsts])
     bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
     carry = list(args[cond_nconsts + body_nconsts:])
-    run_cond, run_body = executable(cond_graph), executable(body_graph)
+    run_cond, run_body = executable(cond_graph, "cuda"), executable(body_graph, "cuda")
     n = 0
     while (max_steps is None or n < max_steps) and bool(run_cond(*cc, *carry)[0]):
         carry = run_body(*bc, *carry)
@@ -354,11 +353,10 @@ def _while(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_steps)
 
 
 def _scan(*args, body, num_consts, num_carry, length, reverse, checkpoint):
-    from mirax.backends.cuda.runtime import executable
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
-    run = executable(body)
+    run = executable(body, "cuda")
     ys = [cp.empty((length,) + tuple(a.shape), a.dtype)
           for a in body.out_avals[num_carry:]]
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
@@ -370,8 +368,7 @@ def _scan(*args, body, num_consts, num_carry, length, reverse, checkpoint):
 
 
 def _call(*args, graph):
-    from mirax.backends.cuda.runtime import executable
-    return executable(graph)(*args)
+    return executable(graph, "cuda")(*args)
 
 
 def explicit_impls() -> dict:

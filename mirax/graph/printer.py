@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import string
 
-from mirax.ir.graph import Graph
+from mirax.graph.graph import Graph
 
 
 def _fresh_names(taken: set):

@@ -92,7 +92,7 @@ class Graph:
         return [v.aval for v in self.outputs]
 
     def __str__(self):
-        from mirax.ir.printer import listing
+        from mirax.graph.printer import listing
         return listing(self)
 
     def __repr__(self):

@@ -19,7 +19,7 @@ from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.errors import ConcretizationError
 from mirax.core.trace import Trace, Tracer, aval_of, new_trace
-from mirax.ir.graph import Graph, Node, Var
+from mirax.graph.graph import Graph, Node, Var
 
 _MIRAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _USER_DIRS = (os.path.join(_MIRAX_DIR, "examples"),)

@@ -4,7 +4,7 @@ each transform serves both functions and graphs."""
 from __future__ import annotations
 
 from mirax.core.array import Array
-from mirax.ir.graph import Graph
+from mirax.graph.graph import Graph
 
 
 def eval_graph(graph: Graph, *args) -> list:
