@@ -31,6 +31,9 @@ from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.trace import Trace, Tracer, new_trace, state
 from mirax.interpreters.vjp import VJPTrace, VJPTracer, backward as _tape_backward
+from mirax.ops.creation import asarray
+from mirax.ops.shape import full
+from mirax.ops.common import operand
 
 __all__ = ["Tensor", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "grad"]
 
@@ -127,7 +130,6 @@ class Tensor(Tracer):
     __slots__ = ("data", "_node", "_leaf_node", "requires_grad", "grad", "__weakref__")
 
     def __init__(self, data, requires_grad: bool = False, _node=None):
-        from mirax.ops.common import operand
         _Mode.live += 1
         self._trace = _AUTOGRAD
         self.data = data.data if isinstance(data, Tensor) else operand(data, "tensor")
@@ -203,7 +205,6 @@ class Tensor(Tracer):
                 raise RuntimeError(f"backward: grad can be implicitly created only for "
                                    f"scalar outputs, got {self.aval.str_short()}; pass "
                                    "gradient=")
-            from mirax.ops.shape import full
             gradient = full((), 1, self.dtype)
         pairs, new = _leaf_grads(self, gradient, list(sess.leaves), create_graph)
         if not (retain_graph or create_graph):
@@ -270,7 +271,6 @@ def _replay_backward(sess: _Session, root: int, ct, leaf_idx: list):
 # --- public helpers ---------------------------------------------------------------------
 def tensor(data, requires_grad: bool = False, dtype=None) -> Tensor:
     """A leaf Tensor (data: anything mx.asarray takes)."""
-    from mirax.ops.creation import asarray
     if isinstance(data, Tensor):
         data = data.data
     return Tensor(asarray(data, dtype) if dtype is not None else data, requires_grad)
@@ -318,7 +318,6 @@ def grad(outputs: Tensor, inputs, grad_outputs=None, retain_graph=None,
     if sess.freed:
         raise RuntimeError("autograd.grad: the graph was freed by an earlier backward()")
     if grad_outputs is None:
-        from mirax.ops.shape import full
         if outputs.shape != ():
             raise RuntimeError("autograd.grad: grad_outputs is needed for a non-scalar "
                                "output")

@@ -22,14 +22,14 @@ import functools
 import heapq
 from typing import Callable
 
-from mirax.core.primitive import Primitive
 from mirax.graph.graph import Graph, Node, Var
+from mirax.ops.call import fusion_p
+from mirax.ops import elementwise as ew
 
 REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"}
 
 @functools.cache
 def elementwise_names() -> frozenset[str]:
-    from mirax.ops import elementwise as ew
     return frozenset(ew.UNARY_OPS) | set(ew.BINARY_OPS) | {"select", "convert_element_type"}
 
 

@@ -23,6 +23,7 @@ from mirax.compiler.cse import cse
 from mirax.compiler.fusion import REDUCTIONS, elementwise_names
 from mirax.ops.call import fusion_p
 from mirax.graph.graph import Graph, Node, Var
+from mirax.ops.shape import reshape_p
 
 REMAT_MAX_OPS = 48  # at most this many ops recomputed into one consumer from one group
 
@@ -160,7 +161,6 @@ def fold_broadcasts(graph: Graph) -> Graph:
     keep the operand's axis order, of an operand of rank >= 1 (0-d ones are
     merge_elementwise's), and only uses where every op's result keeps its shape; a
     broadcast nothing else reads is dropped."""
-    from mirax.ops.shape import reshape_p
     ew = elementwise_names()
     nodes, extra = list(graph.nodes), {}
     made = {}  # broadcast output -> (its operand reshaped, the reshape node)

@@ -10,11 +10,22 @@ interpreter sits below records or evaluates them in turn.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from mirax.core.array import Array, ArrayOps
 from mirax.core.avals import ShapedArray
 from mirax.core.errors import UnexpectedTracerError
+from mirax.core.runtime import impl_for
+from mirax.core import dtypes
+from mirax.core.errors import ConcretizationError
+
+# The few wrappers that the interpreters (mirax/interpreters/, below ops) call: `add` to sum
+# fan-out cotangents, `full` for zeros and ones, `broadcast_in_dim`, `moveaxis`,
+# `index_in_dim` and `stack` to move and loop over batch axes, `operand` for array-likes.
+# mirax/ops/__init__.py fills it when it registers the primitives.
+wrappers = SimpleNamespace()
 
 
 class Trace:
@@ -76,7 +87,6 @@ class Tracer(ArrayOps):
         return f"{type(self).__name__}({self.aval.str_short()})"
 
     def __array__(self, dtype=None, copy=None):
-        from mirax.core.errors import ConcretizationError
         raise ConcretizationError(
             f"np.asarray() of a traced {self.aval.str_short()} inside a transform: "
             "NumPy cannot see traced values; use mirax.numpy instead")
@@ -225,12 +235,10 @@ def eager(prim, args, params):
         else:
             bufs.append(a)
     if nonhost_buffers[0]:
-        from mirax.core.runtime import impl_for
         impl = impl_for(prim, bufs)
     else:
         impl = prim.impl
         if impl is None:
-            from mirax.core.runtime import impl_for
             impl = impl_for(prim, bufs)
     try:
         out = impl(*bufs, **params)
@@ -257,10 +265,8 @@ def aval_of(x) -> ShapedArray:
     if isinstance(x, (Array, Tracer)):
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):  # NumPy inputs keep their dtype (strong)
-        from mirax.core import dtypes
         return ShapedArray(x.shape, dtypes.input_dtype(x)[0], False)
     if isinstance(x, (bool, int, float)):
-        from mirax.core import dtypes
         return ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # a backend buffer
         return ShapedArray(x.shape, x.dtype, False)

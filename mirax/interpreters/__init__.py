@@ -4,5 +4,5 @@
 Where they sit: above core (the interpreter context, bind) and graph (staging), below ops:
 primitives' rules, including the control-flow ones that transform sub-graphs, call these
 drivers, and the interpreters reach the few wrappers they need (add, full, moving axes)
-through `core.primitive.wrappers`. The public transforms (mirax/transforms/) are thin
+through `core.trace.wrappers`. The public transforms (mirax/transforms/) are thin
 faces on top."""

@@ -9,7 +9,7 @@ its result is not a tracer of this interpreter at all (nothing to carry)."""
 from __future__ import annotations
 
 from mirax.core import dtypes
-from mirax.core.primitive import wrappers
+from mirax.core.trace import wrappers
 from mirax.core.trace import PrimalTracer, Trace, aval_of, new_trace, owned, zeros_like_aval
 
 

@@ -13,7 +13,7 @@ control-flow and call primitives' vjp rules (ops) and mx.autograd.
 from __future__ import annotations
 
 from mirax.core import dtypes
-from mirax.core.primitive import wrappers
+from mirax.core.trace import wrappers
 from mirax.core.trace import PrimalTracer, Trace, aval_of, new_trace, owned, zeros_like_aval
 
 

@@ -11,7 +11,7 @@ import warnings
 
 from mirax.core.avals import ShapedArray
 from mirax.core.errors import ConcretizationError
-from mirax.core.primitive import wrappers
+from mirax.core.trace import wrappers
 from mirax.core.trace import Trace, Tracer, aval_of, new_trace, owned
 
 

@@ -4,6 +4,9 @@ and optimize (`optimize`, `decompose`). Heavier names load on first use (the com
 imports this package)."""
 from mirax.graph.graph import Graph, Node, Var  # noqa: F401
 from mirax.graph.interpret import eval_graph  # noqa: F401
+from mirax.core.runtime import get_device, executable
+from mirax.core import tree
+from mirax.ops.call import call_p
 
 _LAZY = {
     "make_graph": ("mirax.ir.build", "make_graph"),
@@ -21,10 +24,6 @@ _LAZY = {
 def compile(graph: Graph, device=None):
     """A callable running `graph` compiled for `device` (default: the default device);
     it returns the outputs in the graph's output structure (a list if it has none)."""
-    from mirax.core.runtime import get_device
-    from mirax.core import tree
-    from mirax.ops.call import call_p
-    from mirax.core.runtime import executable
     dev = get_device(device)
     executable(graph, dev.platform)  # compile now, so errors surface here
 

@@ -19,6 +19,6 @@ from mirax.ops.shape import (  # noqa: F401
 from mirax.ops.indexing import (  # noqa: F401
     dynamic_slice, dynamic_slice_in_dim, dynamic_update_slice, dynamic_update_slice_in_dim,
     gather, scatter_add)
-from mirax.transforms.custom import stop_gradient  # noqa: F401
+from mirax.ops.elementwise import stop_gradient  # noqa: F401
 from mirax.ops.conv import conv_general_dilated  # noqa: F401
 from mirax.lax._extra import *  # noqa: F401,F403,E402  (compositions: cumlogsumexp, top_k, ...)

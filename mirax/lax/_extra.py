@@ -24,11 +24,14 @@ from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, iota, pad, reshape, slice_in_dim, squeeze,
     transpose)
 from mirax.ops import sort as _sort
-from mirax.transforms.custom import custom_jvp, stop_gradient
+from mirax.ops.elementwise import stop_gradient
+from mirax.transforms.custom import custom_jvp
 from mirax.lax import _special, _windows
 from mirax.lax._special import *  # noqa: F401,F403
 from mirax.lax._windows import *  # noqa: F401,F403
 from mirax.lax._windows import REDUCERS, _is_value, _monoid
+from mirax.ops.indexing import gather
+from mirax.transforms.jvp import jvp
 
 __all__ = [
     "Precision", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "top_k", "sort",
@@ -531,7 +534,6 @@ def broadcast_shapes(*shapes):
 def index_take(src, idxs, axes):
     """src indexed by one index array per axis in axes (indices wrap modulo the axis
     length): the result is [N] + the remaining axes of src."""
-    from mirax.ops.indexing import gather
     x = _arr(src, "index_take")
     axes = tuple(normalize_axis(a, x.ndim, "index_take", x) for a in axes)
     idxs = [_arr(i, "index_take") for i in idxs]
@@ -560,6 +562,5 @@ def with_sharding_constraint(x, shardings):
 
 def igamma_grad_a(a, x):
     """d igamma(a, x) / da."""
-    from mirax.transforms.jvp import jvp
     a, x = _special._floats("igamma_grad_a", a, x)
     return jvp(lambda v: _special.igamma(v, x), (a,), (ew.ones_like(a),))[1]

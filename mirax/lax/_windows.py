@@ -20,6 +20,7 @@ from mirax.ops.reduction import reduce_max, reduce_min, reduce_prod, reduce_sum
 from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, iota, pad, reshape, rev, slice, slice_in_dim, stack,
     transpose)
+import mirax.numpy as mnp
 
 __all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv_general_dilated",
            "conv_general_permutations", "conv_general_dilated_patches", "conv",
@@ -46,7 +47,6 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding):
 def _monoid(computation, dtype):
     """('add' | 'mul' | 'max' | 'min', its identity in dtype) when computation is that op
     and has a reduction primitive for dtype, else (None, None)."""
-    import mirax.numpy as mnp
     kind = {ew.add: "add", mnp.add: "add", ew.mul: "mul", mnp.multiply: "mul", ew.max: "max",
             mnp.maximum: "max", ew.min: "min", mnp.minimum: "min"}.get(computation)
     if kind is None or dtype == np.bool_:

@@ -5,8 +5,9 @@ call.py beside the control-flow families.
 
 Where it sits: above core, graph and the interpreters (whose rules these are), below the
 transforms and the compiler."""
-from mirax.core.primitive import wrappers
-from mirax.ops import common, creation, dot, elementwise, indexing, reduction, shape
+from mirax.core.trace import wrappers
+from mirax.ops import common, elementwise, shape
+from mirax.ops import creation, dot, indexing, reduction  # noqa: F401
 from mirax.ops import cumulative, linalg, sort  # noqa: F401
 from mirax.ops import call, control_flow, loops, scan  # noqa: F401
 from mirax.ops import composite, conv, graph_ops, nn, quant  # noqa: F401

@@ -19,15 +19,15 @@ import warnings
 
 import numpy as np
 
-from mirax.core import dtypes
+from mirax.core import dtypes, tree
 from mirax.core import trace as _trace
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import special_impl
-from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
-                              short)
+from mirax.ops import shape as shape_ops
+from mirax.ops import reduction as reduction_ops
 
 UNARY_OPS: dict[str, Primitive] = {}
 BINARY_OPS: dict[str, Primitive] = {}
@@ -568,41 +568,57 @@ def convert_element_type(x, new_dtype, weak_type=False):
 
 
 def zeros_like(x):
-    from mirax.ops.shape import full
     a = aval_of(x)
-    return full(a.shape, 0, a.dtype, weak_type=a.weak_type)
+    return shape_ops.full(a.shape, 0, a.dtype, weak_type=a.weak_type)
 
 
 def ones_like(x):
-    from mirax.ops.shape import full
     a = aval_of(x)
-    return full(a.shape, 1, a.dtype, weak_type=a.weak_type)
+    return shape_ops.full(a.shape, 1, a.dtype, weak_type=a.weak_type)
 
 
 # shape helpers the rules above use (defined in ops/shape.py and ops/reduction.py)
 def broadcast_to(x, shape):
-    from mirax.ops.shape import broadcast_to as b
-    return b(x, shape)
+    return shape_ops.broadcast_to(x, shape)
 
 
 def unbroadcast(ct, shape):
     """Sum `ct` down to `shape`: the adjoint of NumPy broadcasting."""
     if tuple(ct.shape) == tuple(shape):
         return ct
-    from mirax.ops.reduction import reduce_sum
     from mirax.ops.shape import reshape
     lead = len(ct.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape)
                                       if d == 1 and ct.shape[i + lead] != 1)
-    out = reduce_sum(ct, axes) if axes else ct
+    out = reduction_ops.reduce_sum(ct, axes) if axes else ct
     return reshape(out, shape) if tuple(out.shape) != tuple(shape) else out
 
 
 def moveaxis(x, src, dst):
-    from mirax.ops.shape import moveaxis as m
-    return m(x, src, dst)
+    return shape_ops.moveaxis(x, src, dst)
 
 
 def reshape(x, shape):
-    from mirax.ops.shape import reshape as r
-    return r(x, shape)
+    return shape_ops.reshape(x, shape)
+
+
+# --- stop_gradient --------------------------------------------------------------------------
+stop_gradient_p = Primitive("stop_gradient", keeps_weak=True)
+stop_gradient_p.def_impl(lambda x: x)
+stop_gradient_p.def_abstract_eval(lambda x: x)
+stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), None))
+stop_gradient_p.def_vjp(lambda ct, out, x: [None])
+stop_gradient_p.def_vmap(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
+
+
+def stop_gradient(x):
+    """x unchanged, with zero derivative in every mode (applies to each leaf of a pytree)."""
+    def leaf(v):
+        v = operand(v, "stop_gradient")
+        return stop_gradient_p.bind(v) if dtypes.is_float(v.dtype) else v
+    return tree.map(leaf, x)
+
+
+# --- sibling families that import this one (bound after its definitions) ------------------
+from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
+                              short)  # noqa: E402

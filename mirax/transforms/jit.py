@@ -14,15 +14,13 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from mirax.core import config
-from mirax.core import dtypes, tree
+from mirax.core import config, dtypes, tree
 from mirax.core.array import Array
-from mirax.core.primitive import Primitive
+from mirax.core.runtime import executable, nonhost_buffers as _nonhost
 from mirax.core.trace import Tracer, aval_of, state as _state
-from mirax.core.runtime import nonhost_buffers as _nonhost
 from mirax.graph.build import arg_names_for, trace_to_graph
-from mirax.graph.interpret import eval_graph
-from mirax.ops.common import operand as _operand
+from mirax.ops.call import call_p
+from mirax.ops.common import operand
 
 # --- jit ----------------------------------------------------------------------------------
 _LEAF = tree.structure(0)
@@ -112,7 +110,7 @@ class Jitted:
         key = (in_tree, tuple(map(_leaf_key, leaves)), statics)
         # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
         # tracing sees the key's avals and an output that is an input is still an Array
-        leaves = [x if isinstance(x, (Array, Tracer)) else _operand(x, "jit") for x in leaves]
+        leaves = [x if isinstance(x, (Array, Tracer)) else operand(x, "jit") for x in leaves]
         entry = self.cache.get(key)
         if entry is None:
             self.misses += 1
@@ -150,7 +148,6 @@ class Jitted:
         return tree.unflatten(out_tree, outs)
 
     def _trace(self, args, kwargs, leaves, in_tree):
-        from mirax.ops.common import operand
         box = []
 
         def flat_fn(*xs):

@@ -11,8 +11,6 @@ from mirax.transforms.api_util import strip_aux
 
 def jvp(f, primals, tangents, has_aux=False):
     """(f(*primals), directional derivative along tangents); both are tuples as in JAX."""
-    from mirax.core import tree
-    from mirax.ops.common import operand, short
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples (one entry per argument)")
     p_leaves, p_tree = tree.flatten(list(primals))
@@ -26,7 +24,6 @@ def jvp(f, primals, tangents, has_aux=False):
         if tuple(t.shape) != tuple(p.shape):
             raise ValueError(f"jvp: tangent {short(t)} does not match primal {short(p)}")
         if dtypes.is_float(p.dtype) and t.dtype != p.dtype:
-            from mirax.ops.elementwise import convert_element_type
             t = convert_element_type(t, p.dtype)
         ts.append(t)
     box, aux_box = [], []
@@ -45,7 +42,6 @@ def jvp(f, primals, tangents, has_aux=False):
     touts = [instantiate(t, o) for t, o in zip(touts, outs)]
     res = tree.unflatten(box[0], outs), tree.unflatten(box[0], touts)
     if has_aux:
-        from mirax.transforms.api_util import strip_aux
         return res + (strip_aux(aux_box[0], trace_box[0]),)
     return res
 
@@ -64,6 +60,4 @@ def linearize(f, *primals, has_aux=False):
 
 
 def _zeros_like_tree(t):
-    from mirax.core import tree
-    from mirax.ops.common import operand
     return tree.map(lambda x: zeros_like_aval(aval_of(operand(x, "linearize"))), t)

@@ -12,7 +12,6 @@ from mirax.transforms.api_util import (check_argnums, check_float_inputs, split_
 
 
 def _scalar_check(name, out):
-    from mirax.ops.common import short
     a = aval_of(out)
     if a.shape != ():
         raise TypeError(f"{name}: the function must return a scalar (shape ()), got "
@@ -22,9 +21,6 @@ def _scalar_check(name, out):
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
-    from mirax.core import tree
-    from mirax.ops.common import operand
-    from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
 
     def value_and_grad_f(*args, **kwargs):
         nums = check_argnums("grad", argnums, len(args))
@@ -50,7 +46,6 @@ def value_and_grad(f, argnums=0, has_aux=False):
         g = tree.unflatten(treedef, grads)
         g = g[0] if isinstance(argnums, int) else tuple(g)
         if has_aux:
-            from mirax.transforms.api_util import strip_aux
             return (value, strip_aux(aux_box[0], trace_box[0])), g
         return value, g
     value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
@@ -73,15 +68,12 @@ def grad(f, argnums=0, has_aux=False):
 
 
 def _ones_like(x):
-    from mirax.ops.shape import full
     a = aval_of(x)
     return full(a.shape, 1, a.dtype)
 
 
 def vjp(f, *primals, has_aux=False):
     """(out, vjp_fn) or (out, vjp_fn, aux); vjp_fn(ct) returns a tuple, one per primal."""
-    from mirax.core import tree
-    from mirax.ops.common import operand, short
     leaves, in_tree = tree.flatten(list(primals))
     leaves = [operand(x, "vjp") for x in leaves]
     box, aux_box, trace_box = [], [], []
@@ -114,6 +106,5 @@ def vjp(f, *primals, has_aux=False):
 
     out = tree.unflatten(out_tree, outs)
     if has_aux:
-        from mirax.transforms.api_util import strip_aux
         return out, vjp_fn, strip_aux(aux_box[0], trace_box[0])
     return out, vjp_fn

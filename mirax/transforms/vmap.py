@@ -10,7 +10,6 @@ from mirax.ops.shape import concatenate, slice_in_dim
 
 
 def _resolve_axes(args, in_axes):
-    from mirax.core import tree
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
     if not isinstance(in_axes, tuple) or len(in_axes) != len(args):
@@ -22,8 +21,6 @@ def _resolve_axes(args, in_axes):
 
 
 def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
-    from mirax.core import tree
-    from mirax.ops.common import operand, short
 
     def vmapped(*args, **kwargs):
         leaves, in_tree = tree.flatten(tuple(args))
@@ -75,7 +72,6 @@ class _OutAxes:
 
     def __getitem__(self, i):
         if self.resolved is None:
-            from mirax.core import tree
             n = self.box[0].num_leaves
             dummy = tree.unflatten(self.box[0], [0] * n)
             self.resolved = tree.prefix_broadcast(self.spec, dummy, "vmap out_axes")
@@ -84,8 +80,6 @@ class _OutAxes:
 
 def _chunked(f, args, kwargs, in_axes, out_axes, size, chunk):
     """vmap over slices of at most `chunk` members, results concatenated."""
-    from mirax.core import tree
-    from mirax.ops.shape import concatenate, slice_in_dim
     axes = _resolve_axes(args, in_axes)
     leaves, in_tree = tree.flatten(tuple(args))
     pieces = []

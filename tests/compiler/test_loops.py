@@ -9,7 +9,8 @@ import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.core.runtime import cpu_backend
+from mirax.core import runtime
+cpu_backend = runtime.backend("cpu")
 from mirax.backends.cpu import loops
 from mirax.compiler import optimize
 from mirax.ops.elementwise import mul_strong

@@ -58,6 +58,8 @@ from mirax.backends.cuda import attention_kernels as kernels
 from mirax.backends.cuda import library
 from mirax.backends.cuda.library import COMPUTE_32F, CUDA_TYPE, GEMM_DEFAULT, LOW
 from mirax.core import dtypes
+from mirax.backends.cuda.codegen import _debug
+from mirax.backends.cuda.runtime import body_impl
 
 NT = 128   # simt: threads per block
 BK = 32    # simt: keys per shared-memory tile (forward, dq)
@@ -125,7 +127,6 @@ def module(kind: str, dtype, **defines):
     mod = _modules.get(key)
     if mod is None:
         src = kernels.source(kind, _DTYPE_CODE[np.dtype(dtype)], **defines)
-        from mirax.backends.cuda.codegen import _debug
         _debug("attention", f"mx_attn ({kind})", src)
         mod = _modules[key] = cp.RawModule(code=src, options=("-std=c++14",))
     return mod
@@ -434,7 +435,6 @@ def _split(args, has_mask, has_bias):
 def impl(be, prim):
     """The CUDA impl of `dot_product_attention` or `dot_product_attention_bwd`: the kernels,
     or the composite's body compiled for CUDA where they do not apply (counted)."""
-    from mirax.backends.cuda.runtime import body_impl
     body = body_impl(prim)
     name = prim.name
     is_bwd = name.endswith("_bwd")

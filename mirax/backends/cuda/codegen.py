@@ -36,6 +36,8 @@ import numpy as np
 
 from mirax.core import config
 from mirax.core import dtypes
+from mirax.compiler.pipeline import debug_level
+from mirax.ops import elementwise as ew
 
 
 class Unsupported(Exception):
@@ -119,7 +121,6 @@ def ctype(dtype) -> str:
 
 
 def _debug(kind: str, name: str, src: str):
-    from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"// --- mirax CUDA {kind} {name} ---\n{src}", file=sys.stderr)
 
@@ -239,7 +240,6 @@ def _convert(a, src, dst) -> str:
 
 def node_expr(node, args: list[str]) -> str:
     """The C expression for one elementwise node over argument expressions `args`."""
-    from mirax.ops import elementwise as ew
     name = node.prim.name
     out = node.outputs[0].aval.dtype
     if name == "convert_element_type":

@@ -30,6 +30,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.core import config
+from mirax.backends.cuda.codegen import _debug
 
 _depth = [0]    # > 0 while a plan runs: nested plans (composite bodies, loops) never capture
 capturing = [False]  # True during a capture: errors there are the capture's, not an op's
@@ -239,7 +240,6 @@ def _copy_kernel(sizes: tuple):
         first += nb
     src = (_COPY_SRC + f'extern "C" __global__ void mirax_copies({", ".join(params)}) {{\n'
            "  const long long b = blockIdx.x;\n" + "\n".join(body) + "\n}\n")
-    from mirax.backends.cuda.codegen import _debug
     _debug("copies", "", src)
     hit = _copy_kernels[sizes] = (cp.RawKernel(src, "mirax_copies"), first)
     return hit
