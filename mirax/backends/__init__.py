@@ -5,17 +5,24 @@ Nothing outside backends/ touches a backend's buffer type directly.
 from __future__ import annotations
 
 import os
+import threading
 
 from mirax.backends.base import Backend, Device
 from mirax.backends.cpu import CpuBackend
 
 cpu_backend = CpuBackend()
 _backends: dict[str, Backend] = {"cpu": cpu_backend}
+_load_lock = threading.Lock()  # one CudaBackend, however many threads ask first
 
 
 def _load_cuda():
     if "cuda" in _backends:
         return _backends["cuda"]
+    with _load_lock:
+        return _backends["cuda"] if "cuda" in _backends else _make_cuda()
+
+
+def _make_cuda():
     try:
         from mirax.backends.cuda import CudaBackend
         be = CudaBackend()

@@ -37,7 +37,7 @@ def _fusion_impl(*bufs, graph, name):
     run = graph.cache.get(("exe", "cpu"))
     if run is None:
         from mirax.backends import cpu_backend
-        run = graph.cache[("exe", "cpu")] = cpu_backend.compile(graph)
+        run = graph.cache.setdefault(("exe", "cpu"), cpu_backend.compile(graph))
     return run(*bufs)
 
 

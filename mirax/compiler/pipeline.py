@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -70,10 +71,13 @@ def optimize(graph: Graph, backend=None) -> Graph:
 
 
 _registered = [False]
+_registered_lock = threading.Lock()
 
 
 def _register_report():
-    if not _registered[0]:
+    with _registered_lock:
+        if _registered[0]:
+            return
         _registered[0] = True
         atexit.register(lambda: print(report(), file=sys.stderr))
 
@@ -89,7 +93,7 @@ def report() -> str:
                          f"({pass_counts[name]} runs)")
     for be in backends():
         counts: dict = {}
-        for (prim, how), n in be.report.items():
+        for (prim, how), n in list(be.report.items()):  # (a snapshot: threads add)
             counts.setdefault(prim, Counter())[how] += n
         if not counts:
             continue

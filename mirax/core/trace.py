@@ -10,6 +10,8 @@ interpreter sits below records or evaluates them in turn.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from mirax.core.array import Array, ArrayOps
@@ -118,15 +120,35 @@ class EvalTrace(Trace):
         return eager(prim, tracers, params)
 
 
-class _State:
+_EVAL = EvalTrace()
+
+
+class _State(threading.local):
+    """The interpreter context of one thread (each thread starts with just evaluation)."""
+
     def __init__(self):
-        self.eval_trace = EvalTrace()
-        self.stack: list[Trace] = [self.eval_trace]
-        self.dynamic: Trace = self.eval_trace
+        self.eval_trace = _EVAL
+        self.stack: list[Trace] = [_EVAL]
+        self.dynamic: Trace = _EVAL
         self.active = False  # any interpreter above eval, or a dynamic one
+        self.source = None   # a source line that staged nodes take (set_source)
 
 
 state = _State()
+# Threads whose `state.active` is True. Hot paths test `busy[0] and state.active`: reading
+# a thread-local attribute costs ~0.1 us, a tenth of an eager op, so it is read only while
+# some thread has an interpreter active.
+busy = [0]
+_busy_lock = threading.Lock()
+
+
+def set_active(on: bool) -> None:
+    """Set this thread's `state.active`, keeping `busy` in step."""
+    on = bool(on)
+    if on != state.active:
+        with _busy_lock:
+            busy[0] += 1 if on else -1
+        state.active = on
 
 
 def push(trace: Trace, dynamic: bool = False) -> Trace:
@@ -136,7 +158,7 @@ def push(trace: Trace, dynamic: bool = False) -> Trace:
     state.stack.append(trace)
     if dynamic:
         state.dynamic = trace
-    state.active = True
+    set_active(True)
     return trace
 
 
@@ -145,7 +167,7 @@ def pop(trace: Trace) -> None:
     state.stack.pop()
     trace.alive = False
     state.dynamic = trace.prev_dynamic
-    state.active = len(state.stack) > 1
+    set_active(len(state.stack) > 1)
 
 
 class new_trace:
@@ -169,10 +191,27 @@ class new_base:
     def __enter__(self):
         self.saved = (state.dynamic, state.active)
         state.dynamic = state.eval_trace
-        state.active = len(state.stack) > 1
+        set_active(len(state.stack) > 1)
 
     def __exit__(self, *exc):
-        state.dynamic, state.active = self.saved
+        state.dynamic = self.saved[0]
+        set_active(self.saved[1])
+
+
+class set_source:
+    """`with set_source("f.py:12"):` nodes staged in the block carry that source line (the
+    backward and tangent ops of a forward op carry the forward op's line). None (or "")
+    leaves the staging trace to look up the user's frame."""
+
+    def __init__(self, source):
+        self.source = source or None
+
+    def __enter__(self):
+        self.saved = state.source
+        state.source = self.source
+
+    def __exit__(self, *exc):
+        state.source = self.saved
 
 
 # --- bind -------------------------------------------------------------------------------
@@ -202,7 +241,7 @@ def full_raise(trace: Trace, val):
 
 
 def bind(prim, args, params):
-    if not state.active:
+    if not (busy[0] and state.active):
         return eager(prim, args, params)
     top = find_top_trace(args)
     if top is state.eval_trace:

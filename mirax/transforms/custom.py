@@ -25,7 +25,8 @@ from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
-from mirax.core.trace import aval_of, find_top_trace, full_raise, state, zeros_like_aval
+from mirax.core.trace import (aval_of, busy, find_top_trace, full_raise, state,
+                               zeros_like_aval)
 from mirax.ops.common import operand, short
 
 
@@ -79,7 +80,7 @@ class CustomPrimitive(Primitive):
 
     def bind(self, *args, **params):
         from mirax.transforms.vjp import VJPTrace
-        top = find_top_trace(args) if state.active else state.eval_trace
+        top = find_top_trace(args) if busy[0] and state.active else state.eval_trace
         if top is state.eval_trace:
             return [operand(o) for o in params["fun"](*args)]
         tracers = [full_raise(top, a) for a in args]

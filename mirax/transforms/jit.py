@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -18,7 +19,8 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.primitive import Primitive
-from mirax.core.trace import Tracer, aval_of, nonhost_buffers as _nonhost, state as _state
+from mirax.core.trace import (Tracer, aval_of, busy as _busy, nonhost_buffers as _nonhost,
+                              state as _state)
 from mirax.ir.build import arg_names_for, trace_to_graph
 from mirax.ir.interpret import eval_graph
 from mirax.ops.common import operand as _operand
@@ -34,7 +36,8 @@ def executable(graph, platform: str = "cpu"):
         from mirax.compiler import optimize
         dev = devices(platform)[0]
         exe = dev.backend.compile(optimize(graph, dev.backend))
-        graph.cache[("exe", platform)] = exe
+        # two threads may both compile: the first insert wins, both use the same one
+        exe = graph.cache.setdefault(("exe", platform), exe)
     return exe
 
 
@@ -48,7 +51,7 @@ def _cached_graph(graph, key, fn, in_avals):
     if g is None:
         g, captured = trace_to_graph(fn, in_avals, f"{key[0]}_{graph.name}")
         assert not captured
-        graph.cache[key] = g
+        g = graph.cache.setdefault(key, g)  # a concurrent trace of the same: first wins
     return g
 
 
@@ -144,6 +147,8 @@ class Jitted:
         self.cache: OrderedDict = OrderedDict()
         self.maxsize = cache_size or DEFAULT_CACHE_SIZE
         self.hits = self.misses = self.evictions = 0
+        # guards cache, _fast and the counters (never held while tracing or running)
+        self._lock = threading.Lock()
         self.explain = os.environ.get("MIRAX_EXPLAIN_CACHE_MISSES", "") not in ("", "0")
         self._last_sig = None
         self._fast: dict = {}  # flat Array signature -> (key, run, out_tree, n_out, donate)
@@ -152,8 +157,9 @@ class Jitted:
         return CacheInfo(self.hits, self.misses, len(self.cache), self.maxsize, self.evictions)
 
     def clear_cache(self):
-        self.cache.clear()
-        self._fast.clear()
+        with self._lock:
+            self.cache.clear()
+            self._fast = {}
 
     def _split(self, args, kwargs):
         static, dyn = [], []
@@ -167,7 +173,7 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
-        if not kwargs and not _state.active and not _nonhost[0]:
+        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0]:
             try:
                 fkey = tuple([(a._buf.shape, a._buf.dtype, a._weak) for a in args])
                 entry = self._fast.get(fkey)
@@ -175,8 +181,13 @@ class Jitted:
                 entry = None
             if entry is not None:
                 key, run, out_tree, n_out, donate = entry
+                # no lock here (it would cost a third of this path): both steps are one
+                # bytecode-atomic update each under the GIL
                 self.hits += 1
-                self.cache.move_to_end(key)
+                try:
+                    self.cache.move_to_end(key)
+                except KeyError:  # another thread evicted it meanwhile
+                    pass
                 bufs = [a._buf for a in args]
                 if donate:
                     _own(bufs, donate)
@@ -190,9 +201,14 @@ class Jitted:
         # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
         # tracing sees the key's avals and an output that is an input is still an Array
         leaves = [x if isinstance(x, (Array, Tracer)) else _operand(x, "jit") for x in leaves]
-        entry = self.cache.get(key)
+        with self._lock:
+            entry = self.cache.get(key)
+            if entry is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self.cache.move_to_end(key)
         if entry is None:
-            self.misses += 1
             if self.explain:
                 self._explain_miss(key, args, kwargs)
             entry = self._trace(args, kwargs, leaves, in_tree)
@@ -200,14 +216,12 @@ class Jitted:
                 graph, _, captured = entry
                 outs = call_p.bind(*leaves, *captured, graph=graph)
                 return tree.unflatten(graph.out_tree, outs)
-            self.cache[key] = entry
-            if len(self.cache) > self.maxsize:
-                self.cache.popitem(last=False)
-                self.evictions += 1
-                self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
-        else:
-            self.hits += 1
-            self.cache.move_to_end(key)
+            with self._lock:  # another thread may have traced the same key: first wins
+                entry = self.cache.setdefault(key, entry)
+                if len(self.cache) > self.maxsize:
+                    self.cache.popitem(last=False)
+                    self.evictions += 1
+                    self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
         donate = graph.cache.get("donate", ())
         if donate and not _state.active:
@@ -222,8 +236,10 @@ class Jitted:
         if not kwargs and not statics and not _state.active and not _nonhost[0] and \
                 len(leaves) == len(args) and all(type(a) is Array for a in args):
             n_out = -1 if out_tree == _LEAF else len(outs)
-            self._fast[tuple(k for k in key[1])] = (key, executable(graph, "cpu"), out_tree,
-                                                    n_out, donate)
+            fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)
+            with self._lock:
+                if key in self.cache:  # (not evicted meanwhile by another thread)
+                    self._fast[tuple(k for k in key[1])] = fast
         return tree.unflatten(out_tree, outs)
 
     def _trace(self, args, kwargs, leaves, in_tree):

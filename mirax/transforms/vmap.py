@@ -4,6 +4,7 @@ A primitive with no vmap rule runs as a Python loop over the batch axis, with a 
 warning naming it: slow, never silently wrong."""
 from __future__ import annotations
 
+import threading
 import warnings
 
 from mirax.core.avals import ShapedArray
@@ -54,11 +55,14 @@ class BatchTrace(Trace):
 
 
 _warned: set = set()
+_warned_lock = threading.Lock()
 
 
 def _loop_rule(prim):
-    if prim.name not in _warned:
+    with _warned_lock:  # once per primitive, whichever thread meets it first
+        first = prim.name not in _warned
         _warned.add(prim.name)
+    if first:
         warnings.warn(f"vmap: '{prim.name}' has no batching rule; running it as a loop over "
                       "the batch axis (slow)", RuntimeWarning, stacklevel=4)
 

@@ -127,7 +127,7 @@ def module(kind: str, dtype, **defines):
         src = kernels.source(kind, _DTYPE_CODE[np.dtype(dtype)], **defines)
         from mirax.backends.cuda.codegen import _debug
         _debug("attention", f"mx_attn ({kind})", src)
-        mod = _modules[key] = cp.RawModule(code=src, options=("-std=c++14",))
+        mod = _modules.setdefault(key, cp.RawModule(code=src, options=("-std=c++14",)))
     return mod
 
 
