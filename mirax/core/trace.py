@@ -200,15 +200,16 @@ class new_base:
 
 class set_source:
     """`with set_source("f.py:12"):` nodes staged in the block carry that source line (the
-    backward and tangent ops of a forward op carry the forward op's line). None (or "")
-    leaves the staging trace to look up the user's frame."""
+    backward ops of a forward op carry the forward op's line). None (or "") keeps the line
+    set outside the block; with none set, the staging trace looks up the user's frame."""
 
     def __init__(self, source):
         self.source = source or None
 
     def __enter__(self):
         self.saved = state.source
-        state.source = self.source
+        if self.source is not None:
+            state.source = self.source
 
     def __exit__(self, *exc):
         state.source = self.saved

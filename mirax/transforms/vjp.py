@@ -6,12 +6,17 @@ backward pass walks the tape in reverse, applying vjp rules through `bind`, so w
 interpreter is active then (a jvp for hvp, another tape for grad of grad, staging under
 jit) records the backward pass in turn: every derivative is itself differentiable.
 Fan-out cotangents are summed; None is a symbolic zero cotangent.
+
+Source lines: while something stages (jit, make_graph), each tape entry keeps the user's
+source line of its forward op, and its vjp rule runs with that line set (`set_source`),
+so the backward nodes in a listing point at the forward op they differentiate.
 """
 from __future__ import annotations
 
 from mirax.core import dtypes
-from mirax.core.trace import (PrimalTracer, Trace, aval_of, new_trace, owned,
-                               zeros_like_aval)
+from mirax.core.trace import (PrimalTracer, Trace, aval_of, new_trace, owned, set_source,
+                               state, zeros_like_aval)
+from mirax.ir.build import user_source_line
 
 
 class VJPTracer(PrimalTracer):
@@ -25,17 +30,19 @@ class VJPTracer(PrimalTracer):
 
 
 class Entry:
-    __slots__ = ("prim", "params", "in_idx", "primals", "out", "out_idx")
+    __slots__ = ("prim", "params", "in_idx", "primals", "out", "out_idx", "source")
 
-    def __init__(self, prim, params, in_idx, primals, out, out_idx):
+    def __init__(self, prim, params, in_idx, primals, out, out_idx, source=None):
         self.prim, self.params, self.in_idx = prim, params, in_idx
         self.primals, self.out, self.out_idx = primals, out, out_idx
+        self.source = source  # the forward op's user source line (None: not known)
 
 
 class VJPTrace(Trace):
     def __init__(self):
         self.tape: list[Entry] = []
         self.count = 0
+        self.out_idx: list = []  # the traced function's outputs (vjp_flat)
 
     def new(self, primal) -> VJPTracer:
         self.count += 1
@@ -56,8 +63,11 @@ class VJPTrace(Trace):
             raise NotImplementedError(f"grad: no reverse-mode rule for '{prim.name}'")
         outs = out if prim.multiple_results else [out]
         tracers_out = [self.new(o) for o in outs]
+        source = state.source  # (looked up only when staging: eager grad never shows it)
+        if source is None and state.dynamic is not state.eval_trace:
+            source = user_source_line()
         self.tape.append(Entry(prim, params, in_idx, ins, out,
-                               [t.idx for t in tracers_out]))
+                               [t.idx for t in tracers_out], source))
         return tracers_out if prim.multiple_results else tracers_out[0]
 
 
@@ -75,16 +85,17 @@ def backward(trace: VJPTrace, out_idx: list, cts: list, in_idx: list) -> list:
         params = e.params
         if e.prim.vjp_takes_needs:  # the rule skips cotangents nobody wants (a weight's)
             params = dict(params, needs=tuple(i is not None for i in e.in_idx))
-        if e.prim.multiple_results:
-            out_cts = [c if c is not None else zeros_like_aval(aval_of(o))
-                       for c, o in zip(out_cts, e.out)]
-            in_cts = e.prim.vjp_rule(out_cts, e.out, *e.primals, **params)
-        else:
-            in_cts = e.prim.vjp_rule(out_cts[0], e.out, *e.primals, **params)
-        for i, c in zip(e.in_idx, in_cts):
-            if i is None or c is None:
-                continue
-            table[i] = c if i not in table else add(table[i], c)
+        with set_source(e.source):  # the rule's ops carry the forward op's line
+            if e.prim.multiple_results:
+                out_cts = [c if c is not None else zeros_like_aval(aval_of(o))
+                           for c, o in zip(out_cts, e.out)]
+                in_cts = e.prim.vjp_rule(out_cts, e.out, *e.primals, **params)
+            else:
+                in_cts = e.prim.vjp_rule(out_cts[0], e.out, *e.primals, **params)
+            for i, c in zip(e.in_idx, in_cts):
+                if i is None or c is None:
+                    continue
+                table[i] = c if i not in table else add(table[i], c)
     return [table.get(i) if i is not None else None for i in in_idx]
 
 
@@ -97,7 +108,7 @@ def vjp_flat(fn, primals: list, trace_box: list | None = None):
         ins = [trace.new(p) for p in primals]
         outs = fn(*ins)
     out_primals = [o.primal if owned(o, trace) else o for o in outs]
-    out_idx = [o.idx if owned(o, trace) else None for o in outs]
+    out_idx = trace.out_idx = [o.idx if owned(o, trace) else None for o in outs]
     in_idx = [t.idx for t in ins]
     in_avals = [aval_of(p) for p in primals]
 
@@ -144,7 +155,9 @@ def value_and_grad(f, argnums=0, has_aux=False):
 
         trace_box = []
         (value,), bwd = vjp_flat(flat_fn, leaves, trace_box)
-        grads = bwd([_ones_like(value)])
+        with set_source(source_of(trace_box[0], trace_box[0].out_idx[0])):
+            seed = _ones_like(value)  # (in a listing: on the line computing the value)
+        grads = bwd([seed])
         g = tree.unflatten(treedef, grads)
         g = g[0] if isinstance(argnums, int) else tuple(g)
         if has_aux:
@@ -168,6 +181,15 @@ def grad(f, argnums=0, has_aux=False):
     grad_f.__name__ = f"grad({getattr(f, '__name__', 'f')})"
     grad_f.__wrapped__ = f
     return grad_f
+
+
+def source_of(trace: VJPTrace, idx):
+    """The source line of the forward op that made tape value `idx` (None: not known)."""
+    if idx is not None:
+        for e in reversed(trace.tape):
+            if idx in e.out_idx:
+                return e.source
+    return None
 
 
 def _ones_like(x):
