@@ -1,5 +1,6 @@
 """Transforms from several threads at once: each thread has its own interpreter stack, and
 the caches shared between threads (jit's, a graph's, compiled kernels) stay consistent."""
+import gc
 import sys
 import threading
 
@@ -170,4 +171,17 @@ def test_no_grad_is_per_thread():
         release.set()
         t.join(30)
     del a, loss
+    assert_clean_main_thread()
+
+
+def test_a_thread_ending_with_tensors_alive_gives_back_its_busy_count():
+    """A worker makes autograd Tensors (its stack holds the autograd interpreter) and
+    ends with them alive: the busy count goes back when the thread's context is dropped."""
+    box = []
+    t = threading.Thread(target=lambda: box.append(autograd.tensor(np.ones(2))))
+    t.start()
+    t.join(30)
+    gc.collect()
+    assert trace.busy[0] == 0
+    del box[:]
     assert_clean_main_thread()
