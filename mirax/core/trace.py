@@ -230,12 +230,13 @@ class set_source:
         self.source = source or None
 
     def __enter__(self):
-        self.saved = state.source
-        if self.source is not None:
+        if self.source is not None:  # (None, as eagerly: no thread-local access at all)
+            self.saved = state.source
             state.source = self.source
 
     def __exit__(self, *exc):
-        state.source = self.saved
+        if self.source is not None:
+            state.source = self.saved
 
 
 # --- bind -------------------------------------------------------------------------------
