@@ -224,7 +224,7 @@ class Jitted:
                     self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
         donate = graph.cache.get("donate", ())
-        if donate and not _state.active:
+        if donate and not (_busy[0] and _state.active):
             leaves = list(leaves)
             for i in donate:  # never overwrite a buffer the caller may still read
                 x = leaves[i]
@@ -233,8 +233,9 @@ class Jitted:
                 elif isinstance(x, np.ndarray):
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
-        if not kwargs and not statics and not _state.active and not _nonhost[0] and \
-                len(leaves) == len(args) and all(type(a) is Array for a in args):
+        if not kwargs and not statics and not (_busy[0] and _state.active) and \
+                not _nonhost[0] and len(leaves) == len(args) and \
+                all(type(a) is Array for a in args):
             n_out = -1 if out_tree == _LEAF else len(outs)
             fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)
             with self._lock:
