@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -112,10 +113,13 @@ runtime.set_pipeline(optimize)
 
 
 _registered = [False]
+_registered_lock = threading.Lock()
 
 
 def _register_report():
-    if not _registered[0]:
+    with _registered_lock:
+        if _registered[0]:
+            return
         _registered[0] = True
         atexit.register(lambda: print(report(), file=sys.stderr))
 
@@ -130,7 +134,7 @@ def report() -> str:
                          f"({pass_counts[name]} runs)")
     for be in runtime.backends():
         counts: dict = {}
-        for (prim, how), n in be.report.items():
+        for (prim, how), n in list(be.report.items()):  # (a snapshot: threads add)
             counts.setdefault(prim, Counter())[how] += n
         if not counts:
             continue

@@ -18,7 +18,7 @@ from mirax.core import tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.errors import ConcretizationError
-from mirax.core.trace import Trace, Tracer, aval_of, new_trace, wrappers
+from mirax.core.trace import Trace, Tracer, aval_of, new_trace, state, wrappers
 from mirax.graph.graph import Graph, Node, Var
 
 _MIRAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,7 +107,8 @@ class StagingTrace(Trace):
             return inline(*tracers, **params)
         out = prim.abstract_eval(*(t.aval for t in tracers), **params)
         outs = [Var(a) for a in (out if prim.multiple_results else [out])]
-        node = Node(prim, [t.var for t in tracers], params, outs, user_source_line())
+        node = Node(prim, [t.var for t in tracers], params, outs,
+                    state.source or user_source_line())  # (set: a replayed or vjp op's)
         self.graph.nodes.append(node)
         for v in outs:
             self.producer[v] = node

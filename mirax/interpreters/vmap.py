@@ -7,6 +7,7 @@ Where it sits: the interpreter behind mx.vmap (transforms/vmap.py) and the contr
 and call primitives' vmap rules (ops), which batch their sub-graphs with `vmap_flat`."""
 from __future__ import annotations
 
+import threading
 import warnings
 
 from mirax.core.avals import ShapedArray
@@ -58,11 +59,14 @@ class BatchTrace(Trace):
 
 
 _warned: set = set()
+_warned_lock = threading.Lock()
 
 
 def _loop_rule(prim):
-    if prim.name not in _warned:
+    with _warned_lock:  # once per primitive, whichever thread meets it first
+        first = prim.name not in _warned
         _warned.add(prim.name)
+    if first:
         warnings.warn(f"vmap: '{prim.name}' has no batching rule; running it as a loop over "
                       "the batch axis (slow)", RuntimeWarning, stacklevel=4)
 

@@ -23,7 +23,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.errors import ConcretizationError
-from mirax.core.trace import Tracer, aval_of, state as _state
+from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
 from mirax.ops import elementwise as ew
 from mirax.ops import indexing as ix
 from mirax.ops import shape as sh
@@ -231,7 +231,7 @@ def getitem(x, idx, mode="clip", fill_value=None):
     """x[idx] with NumPy semantics (see the module docstring for out-of-bounds rules);
     mode="fill" (`x.at[idx].get(mode="fill")`) gives fill_value where an integer-array or
     traced index is out of bounds."""
-    if mode == "clip" and type(x) is Array and not _state.active and \
+    if mode == "clip" and type(x) is Array and not (_busy[0] and _state.active) and \
             type(x._buf) is np.ndarray and _is_basic(idx):
         try:                              # eager fast path: a NumPy view
             out = x._buf[idx]

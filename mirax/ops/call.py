@@ -34,7 +34,7 @@ def _cached_graph(graph, key, fn, in_avals):
     if g is None:
         g, captured = trace_to_graph(fn, in_avals, f"{key[0]}_{graph.name}")
         assert not captured
-        graph.cache[key] = g
+        g = graph.cache.setdefault(key, g)  # a concurrent trace of the same: first wins
     return g
 
 

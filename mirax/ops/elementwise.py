@@ -371,11 +371,11 @@ def _convert_vmap(args, dims, **params):
 # NOTE: the eager fast paths below skip promote/bind/eager when no interpreter is active
 # and every buffer is on the host; they compute exactly what the general path computes
 # (same impl, same dtype and weak bit), only with less Python in between.
-_state, _nonhost = _trace.state, _trace.nonhost_buffers
+_state, _busy, _nonhost = _trace.state, _trace.busy, _trace.nonhost_buffers
 
 
 def _bind2(p, x, y):
-    if not _state.active and not _nonhost[0]:
+    if not (_busy[0] and _state.active) and not _nonhost[0]:
         tx, ty = type(x), type(y)
         if tx is Array:
             bx = x._buf
@@ -500,7 +500,7 @@ def _unary_wrapper(p):
     kinds = "f" if p.float_only else "fiub"
 
     def wrapper(x):
-        if type(x) is Array and not _state.active and not _nonhost[0]:  # eager fast path
+        if type(x) is Array and not (_busy[0] and _state.active) and not _nonhost[0]:
             b = x._buf
             if b.dtype.kind in kinds:
                 return Array(p.impl(b), p.keeps_weak and x._weak)

@@ -60,8 +60,7 @@ def rule_graph(fn, in_avals, name) -> Graph:
 def cached(graph: Graph, key, build):
     hit = graph.cache.get(key)
     if hit is None:
-        hit = build()
-        graph.cache[key] = hit
+        hit = graph.cache.setdefault(key, build())  # concurrent builds: the first wins
     return hit
 
 

@@ -419,9 +419,10 @@ def _gamma(op: str, key, a, shape, dtype, log_space: bool):
     key, dtype, [a], shape = _setup(op, key, shape, dtype, a)
     if tuple(a.shape) != shape:
         a = sh.broadcast_to(a, shape)
-    if log_space not in _GAMMA:
-        _GAMMA[log_space] = _gamma_sampler(log_space)
-    return _GAMMA[log_space](key, a)
+    sampler = _GAMMA.get(log_space)
+    if sampler is None:  # threads may both build one: the first stored is kept
+        sampler = _GAMMA.setdefault(log_space, _gamma_sampler(log_space))
+    return sampler(key, a)
 
 
 def gamma(key, a, shape=None, dtype=None):

@@ -25,7 +25,7 @@ from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
-from mirax.core.trace import aval_of, find_top_trace, full_raise, state, zeros_like_aval
+from mirax.core.trace import aval_of, busy, find_top_trace, full_raise, state, zeros_like_aval
 from mirax.ops.common import operand, short
 from mirax.interpreters.jvp import instantiate, jvp_flat
 from mirax.interpreters.vmap import vmap_flat
@@ -82,7 +82,7 @@ class CustomPrimitive(Primitive):
         return [operand(o)._buf for o in outs]
 
     def bind(self, *args, **params):
-        top = find_top_trace(args) if state.active else state.eval_trace
+        top = find_top_trace(args) if busy[0] and state.active else state.eval_trace
         if top is state.eval_trace:
             return [operand(o) for o in params["fun"](*args)]
         tracers = [full_raise(top, a) for a in args]

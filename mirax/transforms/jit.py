@@ -10,6 +10,7 @@ weak types, static arguments, device); `cache_info()` counts hits, misses and ev
 from __future__ import annotations
 
 import inspect
+import threading
 from collections import OrderedDict, namedtuple
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from mirax.core import config, dtypes, tree
 from mirax.core.array import Array
 from mirax.core.runtime import executable, nonhost_buffers as _nonhost
-from mirax.core.trace import Tracer, aval_of, state as _state
+from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
 from mirax.graph.build import arg_names_for, trace_to_graph
 from mirax.ops.call import call_p
 from mirax.ops.common import operand
@@ -65,6 +66,8 @@ class Jitted:
         self.cache: OrderedDict = OrderedDict()
         self.maxsize = cache_size or config.get("jit_cache_size")
         self.hits = self.misses = self.evictions = 0
+        # guards cache, _fast and the counters (never held while tracing or running)
+        self._lock = threading.Lock()
         self.explain = config.get("explain_cache_misses")
         self._last_sig = None
         self._fast: dict = {}  # flat Array signature -> (key, run, out_tree, n_out, donate)
@@ -73,8 +76,9 @@ class Jitted:
         return CacheInfo(self.hits, self.misses, len(self.cache), self.maxsize, self.evictions)
 
     def clear_cache(self):
-        self.cache.clear()
-        self._fast.clear()
+        with self._lock:
+            self.cache.clear()
+            self._fast = {}
 
     def _split(self, args, kwargs):
         static, dyn = [], []
@@ -88,7 +92,7 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
-        if not kwargs and not _state.active and not _nonhost[0]:
+        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0]:
             try:
                 fkey = tuple([(a._buf.shape, a._buf.dtype, a._weak) for a in args])
                 entry = self._fast.get(fkey)
@@ -96,8 +100,13 @@ class Jitted:
                 entry = None
             if entry is not None:
                 key, run, out_tree, n_out, donate = entry
+                # no lock here (it would cost a third of this path): both steps are one
+                # bytecode-atomic update each under the GIL
                 self.hits += 1
-                self.cache.move_to_end(key)
+                try:
+                    self.cache.move_to_end(key)
+                except KeyError:  # another thread evicted it meanwhile
+                    pass
                 bufs = [a._buf for a in args]
                 if donate:
                     _own(bufs, donate)
@@ -111,9 +120,14 @@ class Jitted:
         # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
         # tracing sees the key's avals and an output that is an input is still an Array
         leaves = [x if isinstance(x, (Array, Tracer)) else operand(x, "jit") for x in leaves]
-        entry = self.cache.get(key)
+        with self._lock:
+            entry = self.cache.get(key)
+            if entry is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self.cache.move_to_end(key)
         if entry is None:
-            self.misses += 1
             if self.explain:
                 self._explain_miss(key, args, kwargs)
             entry = self._trace(args, kwargs, leaves, in_tree)
@@ -121,17 +135,15 @@ class Jitted:
                 graph, _, captured = entry
                 outs = call_p.bind(*leaves, *captured, graph=graph)
                 return tree.unflatten(graph.out_tree, outs)
-            self.cache[key] = entry
-            if len(self.cache) > self.maxsize:
-                self.cache.popitem(last=False)
-                self.evictions += 1
-                self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
-        else:
-            self.hits += 1
-            self.cache.move_to_end(key)
+            with self._lock:  # another thread may have traced the same key: first wins
+                entry = self.cache.setdefault(key, entry)
+                if len(self.cache) > self.maxsize:
+                    self.cache.popitem(last=False)
+                    self.evictions += 1
+                    self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
         donate = graph.cache.get("donate", ())
-        if donate and not _state.active:
+        if donate and not (_busy[0] and _state.active):
             leaves = list(leaves)
             for i in donate:  # never overwrite a buffer the caller may still read
                 x = leaves[i]
@@ -140,11 +152,14 @@ class Jitted:
                 elif isinstance(x, np.ndarray):
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
-        if not kwargs and not statics and not _state.active and not _nonhost[0] and \
-                len(leaves) == len(args) and all(type(a) is Array for a in args):
+        if not kwargs and not statics and not (_busy[0] and _state.active) and \
+                not _nonhost[0] and len(leaves) == len(args) and \
+                all(type(a) is Array for a in args):
             n_out = -1 if out_tree == _LEAF else len(outs)
-            self._fast[tuple(k for k in key[1])] = (key, executable(graph, "cpu"), out_tree,
-                                                    n_out, donate)
+            fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)
+            with self._lock:
+                if key in self.cache:  # (not evicted meanwhile by another thread)
+                    self._fast[tuple(k for k in key[1])] = fast
         return tree.unflatten(out_tree, outs)
 
     def _trace(self, args, kwargs, leaves, in_tree):

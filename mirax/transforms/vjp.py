@@ -3,8 +3,8 @@ interpreters/vjp.py."""
 from __future__ import annotations
 
 from mirax.core import dtypes, tree
-from mirax.core.trace import aval_of
-from mirax.interpreters.vjp import vjp_flat
+from mirax.core.trace import aval_of, set_source
+from mirax.interpreters.vjp import source_of, vjp_flat
 from mirax.ops.common import operand, short
 from mirax.ops.shape import full
 from mirax.transforms.api_util import (check_argnums, check_float_inputs, split_args,
@@ -42,7 +42,9 @@ def value_and_grad(f, argnums=0, has_aux=False):
 
         trace_box = []
         (value,), bwd = vjp_flat(flat_fn, leaves, trace_box)
-        grads = bwd([_ones_like(value)])
+        with set_source(source_of(trace_box[0], trace_box[0].out_idx[0])):
+            seed = _ones_like(value)  # (in a listing: on the line computing the value)
+        grads = bwd([seed])
         g = tree.unflatten(treedef, grads)
         g = g[0] if isinstance(argnums, int) else tuple(g)
         if has_aux:

@@ -28,6 +28,7 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,7 @@ MIN_OPS = 2
 
 _numba = None
 _kernels: dict = {}
+_kernels_lock = threading.Lock()  # one compile per source (two threads share the file)
 
 
 def available() -> bool:
@@ -157,6 +159,12 @@ def _compiled(src: str):
     fn = _kernels.get(key)
     if fn is not None:
         return fn
+    with _kernels_lock:
+        fn = _kernels.get(key)
+        return fn if fn is not None else _compile(key, src)
+
+
+def _compile(key: str, src: str):
     text = _PRELUDE + '@_nb.njit(cache=__CACHE__, error_model="numpy")\n' + src
     root = Path(config.get("cache_dir")) / "loops"
     path = root / f"k_{key}.py"

@@ -128,7 +128,7 @@ def module(kind: str, dtype, **defines):
     if mod is None:
         src = kernels.source(kind, _DTYPE_CODE[np.dtype(dtype)], **defines)
         _debug("attention", f"mx_attn ({kind})", src)
-        mod = _modules[key] = cp.RawModule(code=src, options=("-std=c++14",))
+        mod = _modules.setdefault(key, cp.RawModule(code=src, options=("-std=c++14",)))
     return mod
 
 

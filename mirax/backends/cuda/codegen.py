@@ -303,7 +303,7 @@ def _compiled(kind, src, make, name=""):
     k = _kernels.get((kind, src))
     if k is None:
         _debug(kind, name, src)
-        k = _kernels[(kind, src)] = make()
+        k = _kernels.setdefault((kind, src), make())  # concurrent compiles: first wins
     return k
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
 import cupy as cp
 import numpy as np
@@ -194,12 +195,14 @@ class _Blas:
                                  c_longlong, P, P, I, I, c_longlong, I, I, I]
         for f in (self.create, self.set_stream, self.set_workspace, self.gemm, self.batched):
             f.restype = c_int
-        self.handles: dict = {}  # device id -> [handle, stream ptr, workspace]
+        # (thread, device id) -> [handle, stream ptr, workspace]: one handle per thread, as
+        # cuBLAS asks (a handle's stream and workspace are its own)
+        self.handles: dict = {}
         self.one32, self.zero32 = ctypes.c_float(1.0), ctypes.c_float(0.0)
         self.one64, self.zero64 = ctypes.c_double(1.0), ctypes.c_double(0.0)
 
     def handle(self):
-        dev = cp.cuda.Device().id
+        dev = (threading.get_ident(), cp.cuda.Device().id)
         entry = self.handles.get(dev)
         if entry is None:
             h = ctypes.c_void_p()
@@ -230,14 +233,17 @@ def _check(status, what):
 
 
 _blas: list = []  # [_Blas] once made; [None] when cuBLAS could not be loaded
+_blas_lock = threading.Lock()
 
 
 def _get_blas():
     if not _blas:
-        try:
-            _blas.append(_Blas())
-        except (OSError, AttributeError):  # no libcublas with these entry points
-            _blas.append(None)
+        with _blas_lock:
+            if not _blas:
+                try:
+                    _blas.append(_Blas())
+                except (OSError, AttributeError):  # no libcublas with these entry points
+                    _blas.append(None)
     return _blas[0]
 
 

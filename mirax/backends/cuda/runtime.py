@@ -248,7 +248,7 @@ def body_impl(prim):
                 return list(out) if prim.multiple_results else [out]
             g, captured = trace_to_graph(fn, avals, prim.name)
             assert not captured, f"{prim.name}: body captured an outer tracer"
-            exe = cache[key] = executable(g, "cuda")
+            exe = cache.setdefault(key, executable(g, "cuda"))  # concurrent builds: first wins
         outs = exe(*bufs)
         return outs if prim.multiple_results else outs[0]
     return run
