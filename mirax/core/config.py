@@ -84,13 +84,8 @@ _declare("debug", int, 0, "1: pass timings and the dispatch report; 2: listings 
          "each pass; 3: also generated kernel source")
 _declare("jit_cache_size", int, 64, "compiled signatures kept per jitted function (LRU)")
 _declare("explain_cache_misses", bool, False, "jit says why it retraced, by argument path")
-_declare("default_matmul_precision", str, "default", "float32 matmul precision: default "
-         "(TF32 on CUDA), high (3xTF32), highest (exact); the CPU is exact at all three",
-         choices=("default", "high", "highest", "bfloat16", "tensorfloat32", "float32"))
 _declare("cpu_threads", int, 0, "threads for CPU kernels (0: every core this process may "
          "run on)")
-_declare("cpu_devices", int, 1, "number of CPU devices in this process (for pmap / "
-         "shard_map tests on one machine)")
 _declare("numba", bool, True, "compile CPU fusion nodes of arithmetic ops with numba when "
          "it is installed")
 _declare("cpu_malloc", str, "reuse", "CPU plan outputs: reuse (memory glibc keeps, no page "
@@ -179,14 +174,14 @@ def on_update(name: str, fn: Callable) -> None:
 
 def describe(internal: bool = False) -> str:
     """The knobs as a table: name, value now, default, environment variable, doc."""
-    rows = [k for k in KNOBS.values() if internal or not k.internal]
-    lines = [f"{'knob':<26} {'value':<10} {'default':<10} {'env':<32} doc"]
-    for k in rows:
-        d = str(k.default) if k.name != "cache_dir" else "~/.cache/mirax"
-        v = str(get(k.name)) if k.name != "cache_dir" else "(path)"
-        lines.append(f"{k.name:<26} {v:<10} {d:<10} {k.env or '(benchmarks only)':<32} "
-                     f"{k.doc}")
-    return "\n".join(lines)
+    home = str(Path.home())
+    rows = [(k.name, str(get(k.name)).replace(home, "~"), str(k.default).replace(home, "~"),
+             k.env or "(benchmarks only)", k.doc)
+            for k in KNOBS.values() if internal or not k.internal]
+    head = ("knob", "value", "default", "environment", "doc")
+    widths = [max(len(r[i]) for r in rows + [head]) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4]
+                     for r in [head] + rows)
 
 
 def environ_get(name: str, default: str | None = None) -> str | None:

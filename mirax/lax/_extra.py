@@ -21,7 +21,7 @@ from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurre
 from mirax.ops import dot as _dot
 from mirax.ops.indexing import dynamic_index_in_dim, dynamic_update_index_in_dim
 from mirax.ops.shape import (
-    broadcast_in_dim, concatenate, full, iota, pad, reshape, slice_in_dim, squeeze,
+    broadcast_in_dim, concatenate, full, iota, moveaxis, pad, reshape, slice_in_dim, squeeze,
     transpose)
 from mirax.ops import sort as _sort
 from mirax.ops.elementwise import stop_gradient
@@ -503,10 +503,10 @@ def zeros_like_array(x):
 def _approx_k(name, operand, k, reduction_dimension, largest):
     x = _arr(operand, name)
     d = normalize_axis(reduction_dimension, x.ndim, name, x)
-    xm = ew.moveaxis(x, d, x.ndim - 1)
+    xm = moveaxis(x, d, x.ndim - 1)
     vals, idx = top_k(xm if largest else ew.neg(xm), k)
     vals = vals if largest else ew.neg(vals)
-    return ew.moveaxis(vals, x.ndim - 1, d), ew.moveaxis(idx, x.ndim - 1, d)
+    return moveaxis(vals, x.ndim - 1, d), moveaxis(idx, x.ndim - 1, d)
 
 
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,

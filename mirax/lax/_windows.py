@@ -20,7 +20,6 @@ from mirax.ops.reduction import reduce_max, reduce_min, reduce_prod, reduce_sum
 from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, iota, pad, reshape, rev, slice, slice_in_dim, stack,
     transpose)
-import mirax.numpy as mnp
 
 __all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv_general_dilated",
            "conv_general_permutations", "conv_general_dilated_patches", "conv",
@@ -44,11 +43,15 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding):
     return pads
 
 
+# The computations reduce / reduce_window recognise as monoids with a reduction primitive.
+# mirax.numpy (one floor up) adds its add / multiply / maximum / minimum when it loads.
+MONOIDS = {ew.add: "add", ew.mul: "mul", ew.max: "max", ew.min: "min"}
+
+
 def _monoid(computation, dtype):
     """('add' | 'mul' | 'max' | 'min', its identity in dtype) when computation is that op
     and has a reduction primitive for dtype, else (None, None)."""
-    kind = {ew.add: "add", mnp.add: "add", ew.mul: "mul", mnp.multiply: "mul", ew.max: "max",
-            mnp.maximum: "max", ew.min: "min", mnp.minimum: "min"}.get(computation)
+    kind = MONOIDS.get(computation)
     if kind is None or dtype == np.bool_:
         return None, None
     if kind in ("add", "mul"):

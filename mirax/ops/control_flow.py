@@ -192,8 +192,3 @@ def _cond_vmap(args, dims, *, branches):
             pred = shape_ops.broadcast_in_dim(elementwise_ops.eq(index, k), shape, (0,))
             res[j] = elementwise_ops.select(pred, outs[k][j], res[j])
     return res, [0] * m
-
-
-# Re-exports: the loops lived here before the split.
-from mirax.ops.loops import fori_loop, while_loop, while_p  # noqa: E402, F401
-from mirax.ops.scan import map, scan, scan_p  # noqa: E402, F401

@@ -15,6 +15,9 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import sort as sort_ops
+from mirax.ops.common import normalize_axis, operand
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import shape as shape_ops
 
 
 def _wrap(p, x, axis, reverse):
@@ -211,9 +214,3 @@ def cummax(x, axis=0, reverse=False):
 
 def cummin(x, axis=0, reverse=False):
     return _wrap(cummin_p, x, axis, reverse)
-
-
-# --- sibling families that import this one (bound after its definitions) ------------------
-from mirax.ops.common import normalize_axis, operand  # noqa: E402
-from mirax.ops import elementwise as elementwise_ops
-from mirax.ops import shape as shape_ops

@@ -28,6 +28,8 @@ from mirax.core.trace import aval_of
 from mirax.ops import special_impl
 from mirax.ops import shape as shape_ops
 from mirax.ops import reduction as reduction_ops
+from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
+                              short)
 
 UNARY_OPS: dict[str, Primitive] = {}
 BINARY_OPS: dict[str, Primitive] = {}
@@ -49,7 +51,7 @@ def _nary_jvp(prim, derivs):
             if c is None:
                 continue
             if c.shape != out.shape:
-                c = broadcast_to(c, out.shape)
+                c = shape_ops.broadcast_to(c, out.shape)
             t_out = c if t_out is None else add(t_out, c)
         return out, t_out
     return jvp
@@ -76,10 +78,10 @@ def _nary_vmap(prim):
             if d is None:
                 moved.append(a)
                 continue
-            a = moveaxis(a, d, 0) if d != 0 else a
+            a = shape_ops.moveaxis(a, d, 0) if d != 0 else a
             logical = aval_of(a).shape[1:]
             if len(logical) < out_ndim:
-                a = reshape(a, (a.shape[0],) + (1,) * (out_ndim - len(logical)) + logical)
+                a = shape_ops.reshape(a, (a.shape[0],) + (1,) * (out_ndim - len(logical)) + logical)
             moved.append(a)
         return prim.bind(*moved, **params), 0
     return vmap
@@ -577,29 +579,17 @@ def ones_like(x):
     return shape_ops.full(a.shape, 1, a.dtype, weak_type=a.weak_type)
 
 
-# shape helpers the rules above use (defined in ops/shape.py and ops/reduction.py)
-def broadcast_to(x, shape):
-    return shape_ops.broadcast_to(x, shape)
-
-
 def unbroadcast(ct, shape):
     """Sum `ct` down to `shape`: the adjoint of NumPy broadcasting."""
     if tuple(ct.shape) == tuple(shape):
         return ct
-    from mirax.ops.shape import reshape
     lead = len(ct.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape)
                                       if d == 1 and ct.shape[i + lead] != 1)
     out = reduction_ops.reduce_sum(ct, axes) if axes else ct
-    return reshape(out, shape) if tuple(out.shape) != tuple(shape) else out
+    return shape_ops.reshape(out, shape) if tuple(out.shape) != tuple(shape) else out
 
 
-def moveaxis(x, src, dst):
-    return shape_ops.moveaxis(x, src, dst)
-
-
-def reshape(x, shape):
-    return shape_ops.reshape(x, shape)
 
 
 # --- stop_gradient --------------------------------------------------------------------------
@@ -617,8 +607,3 @@ def stop_gradient(x):
         v = operand(v, "stop_gradient")
         return stop_gradient_p.bind(v) if dtypes.is_float(v.dtype) else v
     return tree.map(leaf, x)
-
-
-# --- sibling families that import this one (bound after its definitions) ------------------
-from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
-                              short)  # noqa: E402

@@ -11,6 +11,9 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import cumulative as cumulative_ops
+from mirax.ops.common import normalize_axes, normalize_axis, operand, short
+from mirax.ops import shape as shape_ops
+from mirax.ops import elementwise as elementwise_ops
 
 
 def _drop_axes(shape, axes):
@@ -234,9 +237,3 @@ def argmin(x, axis, index_dtype=dtypes.int32):
         axis=normalize_axis(axis, x.ndim, "argmin", x),
         index_dtype=dtypes.canonicalize(index_dtype),
     )
-
-
-# --- sibling families that import this one (bound after its definitions) ------------------
-from mirax.ops.common import normalize_axes, normalize_axis, operand, short  # noqa: E402
-from mirax.ops import shape as shape_ops
-from mirax.ops import elementwise as elementwise_ops

@@ -26,7 +26,6 @@ from mirax.ops.subgraph import (
     batched_aval, cached, carry_check, compiled, interleave, is_float, jvp_graph, permute,
     promote_weak, rule_graph, same_aval, to_front, trace_fn, vmap_graph)
 from mirax.ops import shape as shape_ops
-from mirax.transforms.vmap import vmap
 from mirax.interpreters.jvp import instantiate
 from mirax.ops import elementwise as elementwise_ops
 from mirax.interpreters.vjp import vjp_flat
@@ -89,39 +88,6 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
                        num_carry=nk, length=length, reverse=bool(reverse),
                        checkpoint=checkpoint)
     return tree.unflatten(init_tree, outs[:nk]), tree.unflatten(y_box[0], outs[nk:])
-
-
-def map(f, xs, *, batch_size=None):  # noqa: A001 (lax.map)
-    """`stack([f(x) for x in xs])` over the leading axis, as a scan. With batch_size, f is
-    vmapped over chunks of that many elements and the scan runs over the chunks (a
-    remainder chunk is vmapped on its own), as JAX."""
-    if batch_size is None:
-        return scan(lambda c, x: (c, f(x)), None, xs)[1]
-    leaves, treedef = tree.flatten(xs)
-    leaves = [operand(x, "map") for x in leaves]
-    b = int(batch_size)
-    if b < 1:
-        raise ValueError(f"map: batch_size must be positive, got {batch_size}")
-    n = aval_of(leaves[0]).shape[0] if leaves else 0
-    k, rem = divmod(n, b)
-    parts = []
-    if k:
-        chunks = [
-            shape_ops.reshape(
-                shape_ops.slice_in_dim(x, 0, k * b), (k, b) + tuple(aval_of(x).shape[1:])
-            )
-            for x in leaves
-        ]
-        out = map(vmap(f), tree.unflatten(treedef, chunks))
-        parts.append(
-            tree.map(lambda y: shape_ops.reshape(y, (k * b,) + tuple(aval_of(y).shape[2:])), out)
-        )
-    if rem:
-        tail = [shape_ops.slice_in_dim(x, k * b, n) for x in leaves]
-        parts.append(vmap(f)(tree.unflatten(treedef, tail)))
-    if len(parts) == 1:
-        return parts[0]
-    return tree.map(lambda a, c: shape_ops.concatenate([a, c], 0), parts[0], parts[1])
 
 
 def _split_scan(args, num_consts, num_carry):

@@ -16,6 +16,8 @@ from mirax.core.trace import aval_of
 from mirax.ops import reduction as reduction_ops
 from mirax.ops import elementwise as elementwise_ops
 from mirax.ops import common as common_ops
+from mirax.ops.common import (normalize_axes, normalize_axis, operand, same_shapes, short,
+                              static_shape)
 
 
 def _move_to_front(x, d):
@@ -443,14 +445,3 @@ def stack(xs, axis: int = 0):
     same_shapes("stack", xs, "arrays")
     axis = normalize_axis(axis, xs[0].ndim + 1, "stack", xs[0])
     return concatenate([expand_dims(x, axis) for x in xs], axis)
-
-
-# --- sibling families that import this one (bound after its definitions) ------------------
-from mirax.ops.common import (
-    normalize_axes,
-    normalize_axis,
-    operand,
-    same_shapes,
-    short,
-    static_shape,
-)  # noqa: E402

@@ -20,16 +20,29 @@ from mirax.core import config
 from mirax.core import runtime as core_runtime
 from mirax.core.runtime import Backend, Device
 
-_COMPOSITE_ROWS = {"softmax": "softmax", "log_softmax": "log_softmax",
-                   "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
-_ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")  # attention.py kernels
+# --- the claims, in one place --------------------------------------------------------------
+# composites run whole by a hand-written kernel (every other composite is inlined by the
+# pipeline): row kernels of codegen.py, and attention.py's kernels
+ROW_KERNELS = {"softmax": "softmax", "log_softmax": "log_softmax",
+               "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
+ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")
+KERNELS = frozenset(ROW_KERNELS) | frozenset(ATTENTION)
+# then per primitive (`_make`): library.explicit_impls() (CuPy impls), library.REFERENCE_OK
+# (NumPy reference impls that run on CuPy buffers), a composite's body compiled for CUDA,
+# else the host fallback, counted in the dispatch report.
 
 
 class CudaBackend(Backend):
     platform = "cuda"
     fuses = True  # fusion nodes become one generated kernel each
-    passes = runtime.PASSES  # regroup fusion nodes (compiler/regroup.py), after `fuse`
-    decomposes = staticmethod(runtime.decomposes)
+    # this backend's own passes, run by the compiler's pipeline after `fuse`
+    passes = (("regroup", runtime.regroup), ("merge_elementwise", runtime.merge))
+
+    def decomposes(self, prim) -> bool:
+        """The pipeline inlines a composite's body unless a kernel here runs it whole, or it
+        is a custom rule's call (its body is the user's function, run as it is)."""
+        return prim.decomposition is not None and prim.name not in KERNELS and \
+            not hasattr(prim, "tape_rule")
 
     def __init__(self):
         super().__init__()
@@ -85,9 +98,9 @@ class CudaBackend(Backend):
 
     def _make(self, prim):
         name = prim.name
-        if name in _COMPOSITE_ROWS:
-            return self._guarded(prim, runtime.row_impl(prim, _COMPOSITE_ROWS[name])), "native"
-        if name in _ATTENTION:
+        if name in ROW_KERNELS:
+            return self._guarded(prim, runtime.row_impl(prim, ROW_KERNELS[name])), "native"
+        if name in ATTENTION:
             return self._guarded(prim, attention.impl(self, prim)), "native"
         if name in self._explicit:
             return self._guarded(prim, self._explicit[name]), "native"

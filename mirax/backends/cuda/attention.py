@@ -2,7 +2,7 @@
 composite `dot_product_attention_bwd`.
 
 Where it sits: the CUDA backend (`__init__.py`) claims both primitives with `impl` below;
-runtime.KEEP leaves them whole under jit. The kernels (attention_kernels.py) are CUDA C
+CudaBackend.decomposes leaves them whole under jit. The kernels (attention_kernels.py) are CUDA C
 compiled by NVRTC (cupy.RawModule), one module per (family, dtype, head dims), cached.
 
 Layout: q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv] as the composite takes them (contiguous; no

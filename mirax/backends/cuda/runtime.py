@@ -4,11 +4,12 @@ and generated kernels.
 Where it sits: `jit` (through the `call` primitive's CUDA impl), `mx.ir.compile(graph,
 "cuda")` and eager composites come here, with a graph the compiler's pipeline has already
 optimized for this backend: the composites without a CUDA kernel inlined (so gelu(x*w+b)
-became one elementwise chain; `decomposes`), fused, and regrouped by this backend's own
-passes (`PASSES`: compiler/regroup.py's fold_broadcasts, rematerialize,
-merge_elementwise). `lower` writes one line per node: fusion nodes call the kernel
-from codegen.py (or, where codegen has none, their nodes one by one), other nodes call
-the backend's impl with params bound. Dead intermediates are dropped after their last
+became one elementwise chain), fused, and regrouped by this backend's own passes
+(`regroup`, `merge`: compiler/regroup.py's fold_broadcasts, rematerialize,
+merge_elementwise); the claims are declared in one place, the CudaBackend class.
+`lower` writes one line per node: fusion nodes call the kernel from codegen.py (or, where
+codegen has none, their nodes one by one), other nodes call the backend's impl with
+params bound. Dead intermediates are dropped after their last
 use so the CuPy pool can reuse their memory. MIRAX_DEBUG=3 prints the plan. A top-level
 plan is replayed as a CUDA graph when it is launch-bound (graphs.py, MIRAX_CUDA_GRAPHS).
 
@@ -35,28 +36,14 @@ from mirax.graph.build import trace_to_graph
 from mirax.graph.graph import Graph, Node
 from mirax.ops.call import fusion_p
 
-# Composites with a hand-written CUDA kernel: left whole by `lower` (others are inlined).
-KEEP = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm",
-                  "dot_product_attention", "dot_product_attention_bwd"})
-
-
-def decomposes(prim) -> bool:
-    """The pipeline inlines a composite's body unless a CUDA kernel runs it whole (KEEP) or
-    it is a custom rule's call (its body is the user's function, run as it is)."""
-    return prim.decomposition is not None and prim.name not in KEEP and \
-        not hasattr(prim, "tape_rule")
-
-
-def _regroup(graph: Graph) -> Graph:
+def regroup(graph: Graph) -> Graph:
+    """fold_broadcasts + rematerialize (compiler/regroup.py; knob cuda_remat)."""
     return rematerialize(fold_broadcasts(graph)) if config.get("cuda_remat") else graph
 
 
-def _merge(graph: Graph) -> Graph:
+def merge(graph: Graph) -> Graph:
+    """merge_elementwise (compiler/regroup.py; knob cuda_merge)."""
     return merge_elementwise(graph) if config.get("cuda_merge") else graph
-
-
-# this backend's own passes, run by the compiler's pipeline after `fuse`
-PASSES = (("regroup", _regroup), ("merge_elementwise", _merge))
 
 
 def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
