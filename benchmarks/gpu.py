@@ -312,7 +312,8 @@ def mirax_profile(mx, what, fn, top, *args):
         from mirax.backends.cuda import runtime
         graph = mx.make_graph(fn)(*args)
         leaves = [a._buf for a in mx.tree.leaves(args)]
-        rows = runtime.profile(get_device("cuda").backend, graph, leaves)
+        be = get_device("cuda").backend
+        rows = runtime.profile(be, mx.ir.optimize(graph, be), leaves)
         print(f"  mirax {what}, per node (sum {sum(ms for _, ms in rows):.3f} ms):")
         for label, ms in rows[:top]:
             print(f"    {ms:8.3f} ms  {label}")

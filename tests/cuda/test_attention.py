@@ -21,12 +21,12 @@ if not cp.cuda.is_available():  # getDeviceCount() > 0; False where it raises (n
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import mirax as mx  # noqa: E402
-from mirax import backends  # noqa: E402
+from mirax.core import runtime  # noqa: E402
 from mirax.backends.cuda import attention  # noqa: E402
 from mirax.core import dtypes  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-BE = backends.get_device("cuda").backend
+BE = runtime.get_device("cuda").backend
 NAMES = ("dot_product_attention", "dot_product_attention_bwd")
 TOL = {"float32": 2e-5, "float16": 2e-2, "bfloat16": 3e-2}
 

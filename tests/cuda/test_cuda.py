@@ -21,13 +21,13 @@ if not cp.cuda.is_available():  # getDeviceCount() > 0; False where it raises (n
 
 import mirax as mx  # noqa: E402
 import mirax.numpy as mnp  # noqa: E402
-from mirax import backends  # noqa: E402
+from mirax.core import runtime  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from opspec import SHORT, SPECS, reference, value_tol  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-CUDA = backends.get_device("cuda")
+CUDA = runtime.get_device("cuda")
 BE = CUDA.backend
 
 

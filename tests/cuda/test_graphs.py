@@ -15,12 +15,12 @@ if not cp.cuda.is_available():  # getDeviceCount() > 0; False where it raises (n
 
 import mirax as mx  # noqa: E402
 import mirax.numpy as mnp  # noqa: E402
-from mirax import backends  # noqa: E402
+from mirax.core import runtime  # noqa: E402
 from mirax.backends.cuda import graphs  # noqa: E402
 from mirax.core.runtime import executable  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-BE = backends.get_device("cuda").backend
+BE = runtime.get_device("cuda").backend
 
 
 def _cuda(x):
