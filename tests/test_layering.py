@@ -67,6 +67,8 @@ def _imports():
                         names = [".".join(base + ([ch.module] if ch.module else []))]
                     else:
                         names = [ch.module or ""]
+                    if names == ["mirax"]:   # `from mirax import numpy`: the subpackage
+                        names = [f"mirax.{a.name}" for a in ch.names]
                 else:
                     visit(ch, fn)
                     continue
