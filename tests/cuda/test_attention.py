@@ -291,8 +291,8 @@ def test_geometry():
 
 
 def test_merge_pass_fuses_the_adam_update():
-    """runtime.merge_elementwise: one kernel per parameter for an Adam step's update."""
-    from mirax.backends.cuda import runtime
+    """The CUDA backend's merge pass (merge_elementwise): one kernel per parameter for an
+    Adam step's update."""
     from mirax.compiler import optimize
     from mirax.ops.call import fusion_p
 
@@ -305,8 +305,8 @@ def test_merge_pass_fuses_the_adam_update():
     args = [rng.standard_normal((64, 32)).astype(np.float32) for _ in range(4)]
     args[2] = np.abs(args[2])
     args.append(np.float32(3))
-    g = optimize(mx.make_graph(step)(*args), BE)
-    merged = runtime.merge_elementwise(g)
+    with mx.config.override(cuda_remat=False):   # the merge pass alone (the backend's
+        merged = optimize(mx.make_graph(step)(*args), BE)   # passes run in optimize)
     big = [n for n in merged.nodes if n.prim is fusion_p and len(n.outputs) == 3]
     assert big, str(merged)
     want = step(*[mx.asarray(a) for a in args])
