@@ -1,6 +1,7 @@
 """mirax: an ML compiler and runtime for Python with JAX-shaped program transforms."""
 from mirax import ops  # noqa: F401  (registers every primitive)
-from mirax.backends import default_device, devices  # noqa: F401
+from mirax.backends import (  # noqa: F401
+    default_device, device_count, devices, local_device_count, local_devices)
 from mirax.core import tree  # noqa: F401
 from mirax.core.array import Array  # noqa: F401
 from mirax.core.dtypes import (  # noqa: F401
@@ -10,6 +11,8 @@ from mirax.ir.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
 from mirax.ops.transfer import device_put  # noqa: F401
 from mirax.transforms.derived import hessian, hvp, jacfwd, jacrev  # noqa: F401
+from mirax.transforms.derived import jacrev as jacobian  # noqa: F401  (JAX's alias)
+from mirax.transforms.jaxpr import make_jaxpr  # noqa: F401
 from mirax.transforms.jit import jit  # noqa: F401
 from mirax.transforms.jvp import jvp, linearize  # noqa: F401
 from mirax.transforms.vjp import grad, value_and_grad, vjp  # noqa: F401

@@ -40,6 +40,20 @@ def devices(platform: str | None = None) -> list[Device]:
     return out
 
 
+def device_count(backend: str | None = None) -> int:
+    """How many devices (of `backend`'s platform when given; JAX's 'gpu' is 'cuda')."""
+    return len(local_devices(backend))
+
+
+def local_devices(backend: str | None = None) -> list[Device]:
+    """The devices this process drives (all of them, in a single process)."""
+    return devices("cuda" if backend == "gpu" else backend)
+
+
+def local_device_count(backend: str | None = None) -> int:
+    return len(local_devices(backend))
+
+
 def default_device() -> Device:
     want = os.environ.get("MIRAX_DEVICE", "cpu").lower()
     if want.startswith("cuda") or want == "gpu":

@@ -94,7 +94,7 @@ def _check_branches(op, traced):
         if t != t0:
             raise TypeError(f"{op}: {_branch_name(op, k)} returns structure {t} but "
                             f"{_branch_name(op, 0)} returns {t0}")
-        paths = [tree.keystr(p) for p, _ in tree.flatten_with_path(
+        paths = [tree.keystr(p) for p, _ in tree.leaves_with_path(
             tree.unflatten(t0, [0] * len(g0.outputs)))]
         for path, a, b in zip(paths, g0.out_avals, g.out_avals):
             if not same_aval(a, b):

@@ -68,7 +68,7 @@ def compiled(graph: Graph):
 def carry_check(op, what, init_tree, in_avals, out_avals, allow_promote=True):
     """Raise `scan: carry[1] changed from f32[3] to f32[4]`; return the leaves whose
     weak-typed input should be promoted to the body's output dtype (JAX's rule)."""
-    paths = [tree.keystr(p) for p, _ in tree.flatten_with_path(
+    paths = [tree.keystr(p) for p, _ in tree.leaves_with_path(
         tree.unflatten(init_tree, [0] * len(in_avals)))]
     promote = []
     for i, (a, b) in enumerate(zip(in_avals, out_avals)):
