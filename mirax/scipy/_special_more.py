@@ -174,7 +174,7 @@ def zeta(x, q=None):
     return lax.zeta(x, mnp.ones_like(x) if q is None else q)
 
 
-# --- Bessel functions ---------------------------------------------------------------------------
+# --- Bessel functions ------------------------------------------------------------------
 def i0e(x):
     return lax.bessel_i0e(x)
 
@@ -193,7 +193,7 @@ def i1(x):
     return mnp.exp(mnp.abs(x)) * lax.bessel_i1e(x)
 
 
-# --- misc ------------------------------------------------------------------------------------------
+# --- misc ------------------------------------------------------------------------------
 def entr(x):
     """-x log x for x > 0, 0 at 0, -inf for x < 0."""
     x = _float(x)
