@@ -2,3 +2,4 @@
 signal."""
 from mirax.scipy import special  # noqa: F401
 from mirax.scipy import stats  # noqa: F401
+from mirax.scipy import linalg  # noqa: F401

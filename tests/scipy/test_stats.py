@@ -117,7 +117,7 @@ def test_jax_conventions_vs_jax(x64):
         # JAX's float64 lgamma / betaln are good to ~1e-7 relative (mirax's match scipy to
         # 1e-9, checked above): compare at 1e-6
         _check(getattr(getattr(mst, mod), fn)(*args), getattr(getattr(jst, mod), fn)(*args),
-               1e-6, 1e-12, name)
+               5e-6, 1e-12, name)
 
 
 @pytest.mark.slow
@@ -132,7 +132,10 @@ def test_stats_vs_jax_float64(case, x64):
             assert np.asarray(got).dtype == np.float64
             if (mod, fn) == ("norm", "isf"):
                 continue   # JAX's ppf(1 - q) loses the upper tail; see test_norm_isf_vs_scipy
-            _check(got, want, 1e-6, 1e-12, f"{mod}.{fn}{tuple(a.shape for a in args)}")
+            # JAX's float64 lgamma / betaln are good to ~1e-7 (betaln differences of large
+            # arguments: ~1e-6); mirax matches scipy to 1e-9 (test_stats_vs_scipy_float64)
+            _check(got, want, 5e-6 if mod == "betabinom" else 1e-6, 1e-12,
+                   f"{mod}.{fn}{tuple(a.shape for a in args)}")
 
 
 @pytest.mark.slow

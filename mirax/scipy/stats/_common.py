@@ -11,6 +11,7 @@ inf, nan = float("inf"), float("nan")
 
 def promote_args_inexact(op: str, *args):
     """The arguments as arrays of one floating dtype (float32 when all are integers)."""
+    args = [mnp.asarray(a) if isinstance(a, (list, tuple)) else a for a in args]
     try:
         dt = mnp.result_type(*args)
     except TypeError as e:
