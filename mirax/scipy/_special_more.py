@@ -55,14 +55,15 @@ def _log_ndtr_tail(x, order=3):
 
 
 def log_ndtr(x, series_order=3):
-    """log Phi(x), accurate far in both tails (JAX's three-segment scheme): -Phi(-x) for
-    large x, log(Phi(x)) in the middle, the asymptotic series below -20 (f64) / -10 (f32)."""
+    """log Phi(x), accurate far in both tails: log1p(-Phi(-x)) for x > 0, log(Phi(x)) down to
+    -20 (f64) / -10 (f32), the asymptotic series below (JAX's scheme, with log1p on the
+    upper side where JAX's log(Phi(x)) loses the digits of 1 - Phi)."""
     x = _float(x)
-    lower, upper = (-20.0, 8.0) if x.dtype == mnp.float64 else (-10.0, 5.0)
-    hi = mnp.maximum(x, upper)
-    mid = mnp.clip(x, lower, upper)
+    lower = -20.0 if x.dtype == mnp.float64 else -10.0
+    pos = mnp.maximum(x, 0.0)
+    mid = mnp.clip(x, lower, 0.0)
     lo = mnp.minimum(x, lower)
-    return mnp.where(x > upper, -ndtr(-hi),
+    return mnp.where(x > 0, mnp.log1p(-ndtr(-pos)),
                      mnp.where(x > lower, mnp.log(ndtr(mid)), _log_ndtr_tail(lo, series_order)))
 
 
