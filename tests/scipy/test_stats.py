@@ -347,3 +347,19 @@ def test_stats_under_jit_and_vmap():
     dfs = np.array([1.0, 2.0, 5.0], np.float32)
     v = mx.vmap(lambda s: mst.t.logpdf(x, s))(dfs)
     _check(v, np.stack([sst.t.logpdf(x, d) for d in dfs]), 2e-5, 1e-6, "vmap")
+
+
+def test_poisson_entropy():
+    import scipy.stats as sst
+    mu = np.array([0.0, 0.3, 2.0, 9.9, 10.0, 45.0, 99.0, 150.0])
+    # JAX's regimes truncate the sum (mu < 10: k < mu + 20) and use Stirling's expansion
+    # beyond 100: good to ~3e-6 relative, as JAX documents (< 1e-5)
+    _check(mst.poisson.entropy(mu), sst.poisson.entropy(mu), 1e-5, 1e-12, "entropy")
+    assert np.isnan(np.asarray(mst.poisson.entropy(-1.0)))
+    assert mst.poisson.entropy(np.array([1.0, 2.0]), np.zeros((3, 1))).shape == (3, 2)
+
+
+@pytest.mark.slow
+def test_poisson_entropy_vs_jax(x64):
+    mu = np.array([0.0, 0.3, 2.0, 9.9, 10.0, 45.0, 99.0, 150.0, 1e4])
+    _check(mst.poisson.entropy(mu), jst.poisson.entropy(mu), 1e-9, 1e-12, "entropy")
