@@ -8,6 +8,8 @@ Functions take stacks of matrices (leading batch dims) like JAX.
 """
 from __future__ import annotations
 
+from math import comb
+
 import numpy as np
 
 import mirax.numpy as mnp
@@ -18,7 +20,9 @@ from mirax.transforms.jvp import jvp
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor",
            "lu_solve", "expm", "expm_frechet", "block_diag", "eigh", "svd", "qr", "inv", "det",
-           "solve", "polar", "toeplitz", "hankel", "circulant", "companion", "hilbert"]
+           "solve", "polar", "toeplitz", "hankel", "circulant", "companion", "hilbert", "pascal",
+           "invpascal", "invhilbert", "helmert", "hadamard", "leslie", "fiedler",
+           "fiedler_companion", "convolution_matrix"]
 
 
 def _matrices(a, op):
@@ -375,3 +379,118 @@ def companion(a):
 def hilbert(n):
     i = np.arange(n, dtype=np.float32)
     return mnp.asarray(1.0 / (i[:, None] + i[None, :] + 1.0))
+
+
+def _static(m, dtype=None):
+    """A constant matrix built on the host (n is static), as a float32 array by default."""
+    return mnp.asarray(np.asarray(m).astype(dtype or np.float32))
+
+
+def pascal(n, kind=None):
+    """The n x n Pascal matrix: 'symmetric' (default), 'lower' or 'upper'."""
+    kind = kind or "symmetric"
+    if kind not in ("symmetric", "lower", "upper"):
+        raise ValueError(f"pascal: kind must be 'symmetric', 'lower' or 'upper', got {kind!r}")
+    i = np.arange(n)
+    lower = np.array([[comb(int(r), int(c)) if c <= r else 0 for c in i] for r in i], float)
+    m = {"lower": lower, "upper": lower.T, "symmetric": lower @ lower.T}[kind]
+    return _static(m)
+
+
+def invpascal(n, kind=None):
+    """The inverse of pascal(n, kind)."""
+    kind = kind or "symmetric"
+    if kind not in ("symmetric", "lower", "upper"):
+        raise ValueError(f"invpascal: kind must be 'symmetric', 'lower' or 'upper', got "
+                         f"{kind!r}")
+    i = np.arange(n)
+    lower = np.array([[(-1) ** int(r - c) * comb(int(r), int(c)) if c <= r else 0 for c in i]
+                      for r in i], float)
+    m = {"lower": lower, "upper": lower.T, "symmetric": lower.T @ lower}[kind]
+    return _static(m)
+
+
+def invhilbert(n):
+    """The exact inverse of hilbert(n) (as floats)."""
+    m = np.array([[(-1) ** (i + j) * (i + j + 1) * comb(n + i, n - j - 1) * comb(n + j, n - i - 1)
+                   * comb(i + j, i) ** 2 for j in range(n)] for i in range(n)], float)
+    return _static(m)
+
+
+def helmert(n, full=False):
+    """The Helmert matrix (n - 1 x n, or n x n with full=True)."""
+    h = np.tril(np.ones((n, n)), -1) - np.diag(np.arange(n))
+    d = np.arange(n) * np.arange(1, n + 1)
+    h[0] = 1.0
+    d[0] = n
+    m = h / np.sqrt(d)[:, None]
+    return _static(m if full else m[1:])
+
+
+def hadamard(n, dtype=int):
+    """The Sylvester Hadamard matrix of order n (a power of two)."""
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"hadamard: n must be a positive power of 2, got {n}")
+    m = np.array([[1]])
+    while m.shape[0] < n:
+        m = np.block([[m, m], [m, -m]])
+    dt = np.int32 if dtype is int else np.dtype(dtype)
+    return _static(m, dt)
+
+
+def leslie(f, s):
+    """The Leslie matrix of fecundities f (n,) and survival rates s (n - 1,)."""
+    f, s = promote_args_inexact("leslie", f, s)
+    if f.ndim != 1 or s.ndim != 1 or s.shape[0] != f.shape[0] - 1:
+        raise ValueError(f"leslie: f must be (n,) and s (n - 1,), got {f.shape} and {s.shape}")
+    below = mnp.concatenate([mnp.diag(s), mnp.zeros((s.shape[0], 1), dtype=s.dtype)], axis=1)
+    return mnp.concatenate([f[None, :], below], axis=0)
+
+
+def fiedler(a):
+    """The symmetric Fiedler matrix |a_i - a_j|."""
+    (a,) = promote_args_inexact("fiedler", a)
+    a = mnp.ravel(a)
+    return mnp.abs(a[:, None] - a[None, :])
+
+
+def fiedler_companion(a):
+    """The Fiedler companion matrix of the polynomial with coefficients a (highest first):
+    scipy's pentadiagonal layout of -a[1:] / a[0] and ones."""
+    (a,) = promote_args_inexact("fiedler_companion", a)
+    a = mnp.ravel(a)
+    if a.shape[0] < 2:
+        raise ValueError(f"fiedler_companion: a needs at least 2 coefficients, got {a.shape}")
+    a = a / a[0]
+    n = a.shape[0] - 1
+    if n == 1:
+        return -a[1:].reshape(1, 1)
+    c = mnp.zeros((n, n), dtype=a.dtype)
+    c = c.at[np.arange(3, n, 2), np.arange(1, n - 2, 2)].set(1.0)
+    c = c.at[np.arange(2, n, 2), np.arange(1, n - 1, 2)].set(-a[3::2])
+    c = c.at[np.arange(0, n - 2, 2), np.arange(2, n, 2)].set(1.0)
+    c = c.at[np.arange(0, n - 1, 2), np.arange(1, n, 2)].set(-a[2::2])
+    c = c.at[0, 0].set(-a[1])
+    return c.at[1, 0].set(1.0)
+
+
+def convolution_matrix(a, n, mode="full"):
+    """The matrix A with A @ v = convolve(a, v, mode) for v of length n."""
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"convolution_matrix: mode must be 'full', 'same' or 'valid', got "
+                         f"{mode!r}")
+    a = mnp.ravel(mnp.asarray(a))
+    m = a.shape[0]
+    if n <= 0 or m == 0:
+        raise ValueError("convolution_matrix: n and len(a) must be positive")
+    rows = m + n - 1
+    # full[i, j] = a[i - j] where 0 <= i - j < m
+    idx = np.arange(rows)[:, None] - np.arange(n)[None, :]
+    inside = (idx >= 0) & (idx < m)
+    full = mnp.where(inside, mnp.concatenate([a, mnp.zeros((1,), a.dtype)])[
+        np.where(inside, idx, m)], 0)
+    if mode == "full":
+        return full
+    out_len = max(m, n) if mode == "same" else max(m, n) - min(m, n) + 1
+    start = (rows - out_len) // 2
+    return full[start:start + out_len]

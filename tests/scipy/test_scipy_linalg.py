@@ -153,6 +153,23 @@ def test_constructions_vs_scipy():
     _close(ml.circulant([1.0, 2, 3]), sl.circulant([1.0, 2, 3]))
     _close(ml.companion([2.0, 2, 3, 4]), sl.companion([2.0, 2, 3, 4]))
     _close(ml.hilbert(4), sl.hilbert(4), 1e-7, 0)
+    for kind in (None, "lower", "upper"):
+        _close(ml.pascal(5, kind), sl.pascal(5, kind or "symmetric"), 0, 0)
+        _close(ml.invpascal(5, kind), sl.invpascal(5, kind or "symmetric"), 0, 0)
+    _close(ml.invhilbert(5), sl.invhilbert(5), 0, 0)
+    for full in (False, True):
+        _close(ml.helmert(5, full), sl.helmert(5, full), 1e-7, 0)   # float32, as JAX
+    assert np.asarray(ml.hadamard(8)).dtype == np.int32
+    _close(ml.hadamard(8), sl.hadamard(8), 0, 0)
+    _close(ml.leslie(np.array([0.1, 2.0, 1.0]), np.array([0.2, 0.8])),
+           sl.leslie([0.1, 2.0, 1.0], [0.2, 0.8]), 0, 0)
+    _close(ml.fiedler(np.array([1.0, 2, 4])), sl.fiedler([1.0, 2, 4]), 0, 0)
+    for a in ([1.0, 2], [1.0, 2, 3], [2.0, 2, 3, 4], [1.0, 2, 3, 4, 5], [3.0, 2, 3, 4, 5, 6, 7]):
+        _close(ml.fiedler_companion(np.array(a)), sl.fiedler_companion(np.array(a)), 0, 0)
+    for mode in ("full", "same", "valid"):
+        for a, n in (([1.0, 2, 3], 5), ([1.0, 2, 3, 4, 5], 3), ([1.0, 2], 2)):
+            _close(ml.convolution_matrix(np.array(a), n, mode),
+                   sl.convolution_matrix(np.array(a), n, mode), 0, 0)
 
 
 # --- derivatives -------------------------------------------------------------------------------
