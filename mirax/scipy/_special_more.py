@@ -18,7 +18,8 @@ from mirax.ops import nn as _nn
 
 __all__ = ["ndtr", "log_ndtr", "ndtri", "gammainc", "gammaincc", "betainc", "betaln", "gamma",
            "gammasgn", "multigammaln", "i0e", "i1e", "i0", "i1", "polygamma", "zeta", "entr",
-           "softmax", "log_softmax"]
+           "softmax", "log_softmax", "beta", "factorial", "poch", "comb", "rel_entr", "kl_div",
+           "boxcox", "boxcox1p", "loggamma"]
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
@@ -210,3 +211,76 @@ def softmax(x, axis=None):
 def log_softmax(x, axis=None):
     x = _float(x)
     return _nn.log_softmax(x, axis=tuple(range(x.ndim)) if axis is None else axis)
+
+
+# --- gamma / beta combinations and entropies (JAX's formulas) ------------------------------
+def beta(a, b):
+    """B(a, b) = sign * exp(betaln(a, b))."""
+    a, b = _floats(a, b)
+    return gammasgn(a) * gammasgn(b) * gammasgn(a + b) * mnp.exp(betaln(a, b))
+
+
+def loggamma(x):
+    """log Gamma(x) for real x > 0 (NaN elsewhere, as scipy's real loggamma)."""
+    x = _float(x)
+    return mnp.where(x > 0, lax.lgamma(mnp.where(x > 0, x, 1.0)), mnp.nan)
+
+
+def factorial(n, exact=False):
+    """Gamma(n + 1) (0 for n < 0); exact=True is not supported (as JAX)."""
+    if exact:
+        raise NotImplementedError("factorial: exact=True is not supported (as JAX)")
+    n = _float(n)
+    return mnp.where(n < 0, 0.0, mnp.exp(lax.lgamma(mnp.maximum(n, 0.0) + 1.0)))
+
+
+def poch(z, m):
+    """The Pochhammer symbol Gamma(z + m) / Gamma(z)."""
+    z, m = _floats(z, m)
+    return mnp.where(m == 0.0, mnp.ones_like(z + m), gamma(z + m) / gamma(z))
+
+
+def comb(N, k, *, exact=False, repetition=False):  # noqa: N803 (scipy's name)
+    """The binomial coefficient N choose k as floats (0 outside 0 <= k <= N)."""
+    if exact:
+        raise NotImplementedError("comb: exact=True is not supported (as JAX)")
+    n, k = _floats(N, k)
+    if repetition:
+        return mnp.where((k == 0) & (n >= 0), 1.0, comb(n + k - 1.0, k))
+    ok = (k <= n) & (n >= 0) & (k >= 0)
+    sn, sk = mnp.where(ok, n, 0.0), mnp.where(ok, k, 0.0)
+    val = mnp.exp(lax.lgamma(sn + 1.0) - lax.lgamma(sk + 1.0) - lax.lgamma(sn + 1.0 - sk))
+    return mnp.where(ok, val, 0.0)
+
+
+def rel_entr(p, q):
+    """p log(p / q) for p, q > 0; 0 where p = 0 <= q; inf elsewhere."""
+    p, q = _floats(p, q)
+    both = (p > 0) & (q > 0)
+    sp, sq = mnp.where(both, p, 1.0), mnp.where(both, q, 1.0)
+    return mnp.where(both, sp * (mnp.log(sp) - mnp.log(sq)),
+                     mnp.where((p == 0) & (q >= 0), 0.0, mnp.inf))
+
+
+def kl_div(p, q):
+    """rel_entr(p, q) - p + q."""
+    p, q = _floats(p, q)
+    return rel_entr(p, q) - p + q
+
+
+def boxcox(x, lmbda):
+    """(x^lmbda - 1) / lmbda, or log x at lmbda = 0."""
+    x, lmbda = _floats(x, lmbda)
+    zero = lmbda == 0
+    safe = mnp.where(zero, 1.0, lmbda)
+    logx = mnp.log(x)
+    return mnp.where(zero, logx, mnp.expm1(safe * logx) / safe)
+
+
+def boxcox1p(x, lmbda):
+    """boxcox(1 + x, lmbda), accurate for small x."""
+    x, lmbda = _floats(x, lmbda)
+    zero = lmbda == 0
+    safe = mnp.where(zero, 1.0, lmbda)
+    l1p = mnp.log1p(x)
+    return mnp.where(zero, l1p, mnp.expm1(safe * l1p) / safe)

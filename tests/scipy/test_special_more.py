@@ -68,3 +68,26 @@ def test_bessel_and_misc_vs_scipy():
     ("i0", np.array([-2.0, 0.3, 4.0])), ("entr", np.array([0.2, 1.5]))])
 def test_derivatives_vs_finite_differences(name, x):
     mx.testing.check_grads(getattr(ms, name), (x,), order=2, modes=("rev", "fwd"), rtol=1e-4)
+
+
+def test_combinatorial_and_entropy_functions_vs_scipy():
+    a = np.array([-0.5, 0.5, 3.0, 7.5])
+    b = np.array([2.0, 0.3, 4.0, 0.7])
+    _close(ms.beta(a, b), ss.beta(a, b), 1e-13, 0, "beta")
+    _close(ms.poch(a, b), ss.poch(a, b), 1e-13, 0, "poch")
+    _close(ms.loggamma(np.array([-2.5, 0.5, 30.0])), ss.loggamma(np.array([-2.5, 0.5, 30.0])),
+           1e-14, 0, "loggamma")
+    n = np.array([-1.0, 0, 3, 5.5])
+    _close(ms.factorial(n), ss.factorial(n), 1e-13, 0, "factorial")
+    big, small = np.array([5.0, 4, 10, 3]), np.array([2.0, 5, 3, -1])
+    _close(ms.comb(big, small), ss.comb(big, small), 1e-13, 0, "comb")
+    _close(ms.comb(big, small.clip(0), repetition=True),
+           ss.comb(big, small.clip(0), repetition=True), 1e-13, 0, "comb rep")
+    p = np.array([0.0, 0.0, 0.3, 0.5, 1.0, -1])
+    q = np.array([0.0, 0.2, 0.4, 0.0, 2.0, 1])
+    _close(ms.rel_entr(p, q), ss.rel_entr(p, q), 1e-14, 0, "rel_entr")
+    _close(ms.kl_div(p, q), ss.kl_div(p, q), 1e-14, 0, "kl_div")
+    x, lm = np.array([0.5, 1.0, 2.0, 7.0]), np.array([0.0, 0.5, -1.0, 2.0])
+    _close(ms.boxcox(x, lm), ss.boxcox(x, lm), 1e-14, 0, "boxcox")
+    _close(ms.boxcox1p(x, lm), ss.boxcox1p(x, lm), 1e-14, 0, "boxcox1p")
+    mx.testing.check_grads(lambda p, q: ms.kl_div(p, q), (p[2:5] + 0.1, q[2:5] + 0.1), order=2)
