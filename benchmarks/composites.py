@@ -16,8 +16,8 @@ import numpy as np  # noqa: E402
 
 import mirax as mx  # noqa: E402
 from mirax.compiler.decompose import decompose  # noqa: E402
-from mirax.ir.interpret import eval_graph  # noqa: E402
-from mirax.transforms.vjp import vjp_flat  # noqa: E402
+from mirax.graph.interpret import eval_graph  # noqa: E402
+from mirax.interpreters.vjp import vjp_flat  # noqa: E402
 
 nn = mx.nn
 

@@ -16,7 +16,7 @@ Workloads (float32 unless stated):
   in float32 and bfloat16: attention is mirax's fused CUDA kernel, torch's
   F.scaled_dot_product_attention, JAX's jax.nn.dot_product_attention; `--profile` also
   prints its plan's time per node and times the loss mean(square(y)) alone with codegen's
-  two-stage reduction kernel and without it (MIRAX_CUDA_TWO_STAGE=0: CuPy's kernel).
+  two-stage reduction kernel and without it (config knob cuda_two_stage off: CuPy's kernel).
 
 Timing: each case runs a few warm-up calls, then `reps` timed batches of `inner` calls
 between device synchronizations; the figure is the median batch time / inner. Results
@@ -133,7 +133,7 @@ def main():
 
     import mirax as mx
     import mirax.numpy as mnp
-    from mirax.backends import get_device
+    from mirax.core.runtime import get_device
 
     dev = get_device("cuda")
     be = dev.backend
@@ -298,7 +298,7 @@ def main():
 def mirax_plan(mx, f, *args):
     """The compiled CUDA plan called on raw buffers: the kernel time without jit's
     Python dispatch (cache lookup, pytree handling)."""
-    from mirax.transforms.jit import executable
+    from mirax.core.runtime import executable
     plan = executable(mx.make_graph(f)(*args), "cuda")
     bufs = [a._buf for a in args]
     return lambda: plan(*bufs)
@@ -308,11 +308,12 @@ def mirax_profile(mx, what, fn, top, *args):
     """[(label, ms)] of every node of fn's CUDA plan (runtime.profile), the first `top`
     printed; None when it fails (the profile is an extra)."""
     try:
-        from mirax.backends import get_device
+        from mirax.core.runtime import get_device
         from mirax.backends.cuda import runtime
         graph = mx.make_graph(fn)(*args)
         leaves = [a._buf for a in mx.tree.leaves(args)]
-        rows = runtime.profile(get_device("cuda").backend, graph, leaves)
+        be = get_device("cuda").backend
+        rows = runtime.profile(be, mx.ir.optimize(graph, be), leaves)
         print(f"  mirax {what}, per node (sum {sum(ms for _, ms in rows):.3f} ms):")
         for label, ms in rows[:top]:
             print(f"    {ms:8.3f} ms  {label}")
@@ -372,12 +373,9 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
         # the same step compiled without runtime.merge_elementwise (its effect, measured)
         st = {"s": state["s"]}
         jstep2 = mx.jit(lambda *a: step(*a))
-        os.environ["MIRAX_CUDA_MERGE"] = "0"
-        try:
+        with mx.config.override(cuda_merge=False):
             p, m, v, t = st["s"]
             jstep2(p, m, v, t, xm, ym)
-        finally:
-            os.environ.pop("MIRAX_CUDA_MERGE")
 
         def run():
             p, m, v, t = st["s"]
@@ -386,7 +384,7 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
         return run, csync
 
     def graphs(knob):
-        # a fresh jit whose plan is made (warm-up calls) with MIRAX_CUDA_GRAPHS=knob
+        # a fresh jit whose plan is made (warm-up calls) with the cuda_graphs knob set
         st = {"s": state["s"]}
         jstep2 = mx.jit(lambda *a: step(*a))
 
@@ -394,7 +392,7 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
             p, m, v, t = st["s"]
             p, m, v, t, _ = jstep2(p, m, v, t, xm, ym)
             st["s"] = (p, m, v, t)
-        with knobs(MIRAX_CUDA_GRAPHS=knob):
+        with mx.config.override(cuda_graphs=knob):
             for _ in range(3):
                 run()
         return run, csync
@@ -619,21 +617,6 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
              inner=5)
 
 
-@contextlib.contextmanager
-def knobs(**env):
-    """Environment variables set for the duration (a plan made inside reads them)."""
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 # --- transformer block ----------------------------------------------------------------------------
 def _block(F, p, x, heads):
     """One pre-LN causal transformer block on x [B,T,D] (as benchmarks/suite.py W5)."""
@@ -682,18 +665,18 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
         box["out"] = mf(mp, mxx)
     impls = {"mirax jit": lambda: (mrun, csync)}
 
-    def knobbed(**env):  # a fresh jit whose plan is made under the MIRAX_* settings `env`
+    def knobbed(**env):  # a fresh jit whose plan is made under the config knobs `env`
         f = mx.jit(mx.value_and_grad(mloss))
 
         def run():
             box["out"] = f(mp, mxx)
-        with knobs(**env):
+        with mx.config.override(**env):
             for _ in range(2):
                 run()
         return run, csync
-    impls["mirax jit (graphs on)"] = lambda: knobbed(MIRAX_CUDA_GRAPHS="1")
-    impls["mirax jit (no remat)"] = lambda: knobbed(MIRAX_CUDA_REMAT="0")
-    impls["mirax jit (CuPy reductions)"] = lambda: knobbed(MIRAX_CUDA_TWO_STAGE="0")
+    impls["mirax jit (graphs on)"] = lambda: knobbed(cuda_graphs="1")
+    impls["mirax jit (no remat)"] = lambda: knobbed(cuda_remat=False)
+    impls["mirax jit (CuPy reductions)"] = lambda: knobbed(cuda_two_stage=False)
     if profile:
         rows = mirax_profile(mx, f"transformer {dtype} step", mx.value_and_grad(mloss), 25,
                              mp, mxx)
@@ -702,17 +685,15 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
         y = mxx * 1.5
         ab = {}
         for knob in ("1", "0"):
-            os.environ["MIRAX_CUDA_TWO_STAGE"] = knob
             try:
-                lf = mx.jit(lambda y: mnp.mean(mnp.square(y.astype("float32"))))
-                lf(y)
+                with mx.config.override(cuda_two_stage=knob == "1"):
+                    lf = mx.jit(lambda y: mnp.mean(mnp.square(y.astype("float32"))))
+                    lf(y)   # compiled here, under the knob
                 ab["two-stage" if knob == "1" else "cupy ReductionKernel"] = {
                     "ms": round(1e3 * timeit(lambda: lf(y), csync), 4),
                     "value": float(lf(y))}
             except Exception:  # noqa: BLE001
                 traceback.print_exc()
-            finally:
-                os.environ.pop("MIRAX_CUDA_TWO_STAGE")
         print(f"  loss mean(square(y)) on {dtype}{list(y.shape)}: {ab}", flush=True)
         results[f"loss_reduction_{dtype}"] = ab
     if torch:

@@ -13,6 +13,7 @@ import numpy as np
 from mirax.core import tree
 from mirax.core.array import Array
 from mirax.core.trace import PrimalTracer, Tracer
+from mirax.ops.shape import moveaxis
 
 
 def _concrete(x):
@@ -30,7 +31,6 @@ def _concrete(x):
 
 
 def _moved(v, d):
-    from mirax.ops.shape import moveaxis
     return moveaxis(v, d, 0)
 
 

@@ -20,3 +20,13 @@ def _restore_jax_x64():
     jax = sys.modules.get("jax")
     if jax is not None:
         jax.config.update("jax_enable_x64", bool(before))
+
+
+@pytest.fixture
+def knobs():
+    """`knobs(name=value, ...)` sets mx.config knobs for the rest of one test (this thread)."""
+    import contextlib
+
+    from mirax.core import config
+    with contextlib.ExitStack() as stack:
+        yield lambda **values: stack.enter_context(config.override(**values))

@@ -23,14 +23,18 @@ transforms (inside `mx.grad`/`jit` they act as constants of the session); no hoo
 """
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
 
 from mirax.core import dtypes, tree
 from mirax.core.array import Array
-from mirax.core.trace import Trace, Tracer, new_trace, state
-from mirax.transforms.vjp import VJPTrace, VJPTracer, backward as _tape_backward
+from mirax.interpreters.vjp import VJPTrace, VJPTracer, backward as _tape_backward
+from mirax.ops.creation import asarray
+from mirax.ops.shape import full
+from mirax.ops.common import operand
+from mirax.core.trace import Trace, Tracer, new_trace, set_active, state
 
 __all__ = ["Tensor", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "grad"]
 
@@ -44,10 +48,15 @@ class _Session(VJPTrace):
         self.freed = False
 
 
-class _Mode:
+class _ModeState(threading.local):
+    """Per thread: each thread has its own no_grad state and current session."""
     enabled = True
     session = None  # a weakref to the current session: it dies with its last Tensor
-    live = 0  # Tensors alive: AutogradTrace stays in the stack while there are any
+
+
+_live = [0]  # Tensors alive (all threads): AutogradTrace stays in the stack while any are
+_live_lock = threading.RLock()  # (reentrant: a Tensor may die inside the locked update)
+_Mode = _ModeState()
 
 
 def _session() -> _Session:
@@ -109,17 +118,19 @@ def _wrap(o, sess):
 
 
 def _enter_stack():
+    # the stack of the thread making the Tensor (a thread that only receives Tensors from
+    # another must make one itself, e.g. mx.autograd.tensor(0.0), before using them)
     if _AUTOGRAD not in state.stack:
         state.stack.insert(1, _AUTOGRAD)
         _AUTOGRAD.alive = True
-        state.active = True
+        set_active(True)
 
 
 def _leave_stack():
     # only when nothing sits above it: levels of later pushes must stay increasing
-    if state.stack[-1] is _AUTOGRAD and len(state.stack) == 2 and _Mode.live == 0:
+    if state.stack[-1] is _AUTOGRAD and len(state.stack) == 2 and _live[0] == 0:
         state.stack.pop()
-        state.active = state.dynamic is not state.eval_trace
+        set_active(state.dynamic is not state.eval_trace)
 
 
 class Tensor(Tracer):
@@ -127,8 +138,8 @@ class Tensor(Tracer):
     __slots__ = ("data", "_node", "_leaf_node", "requires_grad", "grad", "__weakref__")
 
     def __init__(self, data, requires_grad: bool = False, _node=None):
-        from mirax.ops.common import operand
-        _Mode.live += 1
+        with _live_lock:
+            _live[0] += 1
         self._trace = _AUTOGRAD
         self.data = data.data if isinstance(data, Tensor) else operand(data, "tensor")
         self._node = _node
@@ -141,7 +152,8 @@ class Tensor(Tracer):
         _enter_stack()
 
     def __del__(self):
-        _Mode.live -= 1
+        with _live_lock:
+            _live[0] -= 1
         try:
             _leave_stack()
         except Exception:  # interpreter shutdown
@@ -203,7 +215,6 @@ class Tensor(Tracer):
                 raise RuntimeError(f"backward: grad can be implicitly created only for "
                                    f"scalar outputs, got {self.aval.str_short()}; pass "
                                    "gradient=")
-            from mirax.ops.shape import full
             gradient = full((), 1, self.dtype)
         pairs, new = _leaf_grads(self, gradient, list(sess.leaves), create_graph)
         if not (retain_graph or create_graph):
@@ -270,7 +281,6 @@ def _replay_backward(sess: _Session, root: int, ct, leaf_idx: list):
 # --- public helpers ---------------------------------------------------------------------
 def tensor(data, requires_grad: bool = False, dtype=None) -> Tensor:
     """A leaf Tensor (data: anything mx.asarray takes)."""
-    from mirax.ops.creation import asarray
     if isinstance(data, Tensor):
         data = data.data
     return Tensor(asarray(data, dtype) if dtype is not None else data, requires_grad)
@@ -318,7 +328,6 @@ def grad(outputs: Tensor, inputs, grad_outputs=None, retain_graph=None,
     if sess.freed:
         raise RuntimeError("autograd.grad: the graph was freed by an earlier backward()")
     if grad_outputs is None:
-        from mirax.ops.shape import full
         if outputs.shape != ():
             raise RuntimeError("autograd.grad: grad_outputs is needed for a non-scalar "
                                "output")

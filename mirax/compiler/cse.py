@@ -11,7 +11,7 @@ inside params by identity; the output avals must agree as well.
 """
 from __future__ import annotations
 
-from mirax.ir.graph import Graph, Node, Var
+from mirax.graph.graph import Graph, Node, Var
 
 SMALL_CONST = 64  # constants up to this many elements are merged by content
 # bitwise commutative in IEEE arithmetic too (not max/min: signed zeros; not mul_strong)

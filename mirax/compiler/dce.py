@@ -1,7 +1,7 @@
 """dce: drop nodes whose outputs nothing uses, and constants nothing reads."""
 from __future__ import annotations
 
-from mirax.ir.graph import Graph
+from mirax.graph.graph import Graph
 
 
 def dce(graph: Graph) -> Graph:

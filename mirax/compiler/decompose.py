@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from mirax.core.array import Array
 from mirax.core.trace import new_trace
-from mirax.ir.build import StagingTrace, StagingTracer
-from mirax.ir.graph import Graph, Var
+from mirax.graph.build import StagingTrace, StagingTracer
+from mirax.graph.graph import Graph, Var
 
 
 class _DecomposeTrace(StagingTrace):

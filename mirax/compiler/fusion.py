@@ -22,47 +22,14 @@ import functools
 import heapq
 from typing import Callable
 
-from mirax.core.primitive import Primitive
-from mirax.ir.graph import Graph, Node, Var
+from mirax.graph.graph import Graph, Node, Var
+from mirax.ops.call import fusion_p
+from mirax.ops import elementwise as ew
 
 REDUCTIONS = {"reduce_sum", "reduce_max", "reduce_min", "reduce_prod"}
 
-# --- the fusion primitive ------------------------------------------------------------------
-fusion_p = Primitive("fusion", multiple_results=True)
-fusion_p.def_abstract_eval(lambda *avals, graph, name: graph.out_avals)
-
-
-@fusion_p.def_impl
-def _fusion_impl(*bufs, graph, name):
-    run = graph.cache.get(("exe", "cpu"))
-    if run is None:
-        from mirax.backends import cpu_backend
-        run = graph.cache[("exe", "cpu")] = cpu_backend.compile(graph)
-    return run(*bufs)
-
-
-def _via_call(rule):
-    def apply(*args, graph, name):
-        from mirax.transforms import jit
-        return getattr(jit.call_p, rule)(*args, graph=graph)
-    return apply
-
-
-fusion_p.def_jvp(_via_call("jvp_rule"))
-fusion_p.def_vjp(_via_call("vjp_rule"))
-fusion_p.def_vmap(_via_call("vmap_rule"))
-fusion_p.def_decompose(lambda *xs, graph, name: _eval(graph, xs))
-fusion_p.inline_when_staged = lambda *xs, graph, name: _eval(graph, xs)
-
-
-def _eval(graph, xs):
-    from mirax.ir.interpret import eval_graph
-    return eval_graph(graph, *xs)
-
-
 @functools.cache
-def _elementwise_names() -> frozenset[str]:
-    from mirax.ops import elementwise as ew
+def elementwise_names() -> frozenset[str]:
     return frozenset(ew.UNARY_OPS) | set(ew.BINARY_OPS) | {"select", "convert_element_type"}
 
 
@@ -81,7 +48,7 @@ def fuse(graph: Graph, accept: Callable | None = None, siblings: bool = False) -
     without it. With `siblings`, an elementwise node that cannot join a group of its inputs
     may join one of the newest open groups of its shape (one loop over shared inputs: W4's
     sin x, cos x, x*x...); else it starts a group."""
-    ew = _elementwise_names()
+    ew = elementwise_names()
     dep: dict[Var, int] = {}   # var -> bitset of groups it depends on (expand with _reaches)
     group_of: dict[Var, _Group] = {}
     groups: list[_Group] = []

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from mirax.ir.graph import Graph, Var
+from mirax.graph.graph import Graph, Var
+from mirax.graph.printer import listing
 
 FREE_MIN_SIZE = 4096  # free intermediates early only when they are this big (elements)
 
@@ -79,7 +80,6 @@ def plan_memory(graph: Graph, donated: tuple[int, ...] = (),
 def format_plan(graph: Graph) -> str:
     """The listing with each reusing node annotated `<- writes into NAME`: for tests and
     MIRAX_DEBUG=2."""
-    from mirax.ir.printer import listing
     plan = graph.cache.get("memory_plan")
     text = listing(graph).splitlines()
     if plan is None:

@@ -1,31 +1,84 @@
 """The pass pipeline, read top to bottom. Each pass is a Graph -> Graph function in its
-own file; backend-dependent choices (fuse or not, which nodes may write into a buffer) are
-the backend's claims, read from it here.
+own file; backend-dependent choices are the backend's claims, read from it here: which
+composites it has no kernel for (`backend.decomposes(prim)`: their bodies are inlined),
+whether and what to fuse (`fuses`, `fuse_group`, `fuse_siblings`), its own passes
+(`backend.passes`, run after `fuse`: CUDA regroups fusion nodes), and which nodes may
+write into an input's buffer (`writes_into`).
 
-MIRAX_DEBUG=1 prints pass timings (and, at exit, the dispatch report), =2 the listing after
-each pass, =3 also the generated source (backends print it).
+Where it sits: `core.runtime.executable(graph, platform)` runs `optimize(graph, backend)`
+and hands the result to `backend.compile`; this module registers `optimize` there.
+`mx.ir.optimize` is the same function.
+
+debug=1 (MIRAX_DEBUG) prints pass timings (and, at exit, the dispatch report), =2 the
+listing after each pass, =3 also the generated source (backends print it).
 """
 from __future__ import annotations
 
 import atexit
-import os
 import sys
+import threading
 import time
 from collections import Counter
 
 from mirax.compiler.cse import cse
 from mirax.compiler.dce import dce
+from mirax.compiler.decompose import decompose
 from mirax.compiler.fusion import fuse
 from mirax.compiler.memory import format_plan, never, plan_memory
 from mirax.compiler.simplify import simplify
-from mirax.ir.graph import Graph
+from mirax.core import config, runtime
+from mirax.core.primitive import registry
+from mirax.graph.graph import Graph
+
+
+def _decompose(graph: Graph, backend) -> Graph:
+    """Inline the composites this backend has no fused kernel for."""
+    claims = getattr(backend, "decomposes", None)
+    if claims is None or not _inlines(graph, claims):
+        return graph
+    keep = {n for n, p in registry.items() if p.decomposition is not None and not claims(p)}
+    out = decompose(graph, keep)
+    if out is not graph:
+        out.cache.update({k: v for k, v in graph.cache.items() if k == "donate"})
+    return out
+
+
+def _inlines(graph: Graph, claims) -> bool:
+    return any(claims(n.prim) or any(_inlines(g, claims) for g in _subgraphs(n))
+               for n in graph.nodes)
+
+
+def _subgraphs(node) -> list:
+    return [g for v in node.params.values()
+            for g in (v if isinstance(v, tuple) else (v,)) if isinstance(g, Graph)]
+
+
+def _fuse(graph: Graph, backend) -> Graph:
+    if not getattr(backend, "fuses", False):
+        return graph
+    return fuse(graph, getattr(backend, "fuse_group", None),
+                getattr(backend, "fuse_siblings", False))
+
+
+def _backend_passes(graph: Graph, backend) -> Graph:
+    for _, fn in getattr(backend, "passes", ()):
+        graph = fn(graph)
+    return graph
+
+
+def _plan_memory(graph: Graph, backend) -> Graph:
+    return plan_memory(graph, tuple(graph.cache.get("donate", ())),
+                       getattr(backend, "writes_into", never))
+
 
 PASSES = [
-    ("simplify", simplify),
-    ("cse", cse),
-    ("dce", dce),
-    ("fuse", fuse),          # only when the backend claims fusion (see optimize)
-    ("plan_memory", plan_memory),
+    ("decompose", _decompose),       # composites without a kernel on this backend
+    ("simplify", lambda g, be: simplify(g)),
+    ("cse", lambda g, be: cse(g)),
+    ("dce", lambda g, be: dce(g)),
+    ("fuse", _fuse),                 # when the backend claims fusion
+    ("backend", _backend_passes),    # the backend's own passes (CUDA: regroup)
+    ("plan_memory", _plan_memory),
 ]
 
 pass_times: Counter = Counter()   # pass name -> total seconds (MIRAX_DEBUG=1 report)
@@ -33,31 +86,18 @@ pass_counts: Counter = Counter()
 
 
 def debug_level() -> int:
-    try:
-        return int(os.environ.get("MIRAX_DEBUG", "0"))
-    except ValueError:
-        return 0
+    return config.get("debug")
 
 
 def optimize(graph: Graph, backend=None) -> Graph:
-    """Run the passes. `backend` (a Backend) decides fusion (`backend.fuses`, and which
-    groups: `backend.fuse_group(members)`) and in-place writes (`backend.writes_into(node)`);
-    without one, no fusion and no buffer reuse."""
+    """Run the passes for `backend` (a Backend: its claims steer decompose, fuse and
+    plan_memory); without one, nothing is inlined or fused and no buffer is reused."""
     level = debug_level()
     if level >= 1:
         _register_report()
-    donated = tuple(graph.cache.get("donate", ()))
     for name, fn in PASSES:
-        if name == "fuse" and not getattr(backend, "fuses", False):
-            continue
         t0 = time.perf_counter()
-        if name == "plan_memory":
-            graph = plan_memory(graph, donated, getattr(backend, "writes_into", never))
-        elif name == "fuse":
-            graph = fuse(graph, getattr(backend, "fuse_group", None),
-                         getattr(backend, "fuse_siblings", False))
-        else:
-            graph = fn(graph)
+        graph = fn(graph, backend)
         dt = time.perf_counter() - t0
         pass_times[name] += dt
         pass_counts[name] += 1
@@ -69,11 +109,17 @@ def optimize(graph: Graph, backend=None) -> Graph:
     return graph
 
 
+runtime.set_pipeline(optimize)
+
+
 _registered = [False]
+_registered_lock = threading.Lock()
 
 
 def _register_report():
-    if not _registered[0]:
+    with _registered_lock:
+        if _registered[0]:
+            return
         _registered[0] = True
         atexit.register(lambda: print(report(), file=sys.stderr))
 
@@ -81,15 +127,14 @@ def _register_report():
 def report() -> str:
     """Pass timings and the dispatch report (per primitive: native / decomposed /
     host-fallback counts of every backend)."""
-    from mirax.backends import backends
     lines = ["[mirax] pass timings (total over all compilations):"]
     for name, _ in PASSES:
         if pass_counts[name]:
             lines.append(f"  {name:<12} {1e3 * pass_times[name]:9.2f} ms  "
                          f"({pass_counts[name]} runs)")
-    for be in backends():
+    for be in runtime.backends():
         counts: dict = {}
-        for (prim, how), n in be.report.items():
+        for (prim, how), n in list(be.report.items()):  # (a snapshot: threads add)
             counts.setdefault(prim, Counter())[how] += n
         if not counts:
             continue

@@ -20,8 +20,10 @@ float32 chain contracted to an FMA differently in two kernels.
 from __future__ import annotations
 
 from mirax.compiler.cse import cse
-from mirax.compiler.fusion import REDUCTIONS, _elementwise_names, fusion_p
-from mirax.ir.graph import Graph, Node, Var
+from mirax.compiler.fusion import REDUCTIONS, elementwise_names
+from mirax.ops.call import fusion_p
+from mirax.graph.graph import Graph, Node, Var
+from mirax.ops.shape import reshape_p
 
 REMAT_MAX_OPS = 48  # at most this many ops recomputed into one consumer from one group
 
@@ -88,7 +90,7 @@ def merge_elementwise(graph: Graph) -> Graph:
     every other use of P's outputs comes after C (the merged node sits at C's position;
     P's outputs used elsewhere stay outputs). A broadcast of a 0-d value feeding a group
     is read as that value (no materialized array)."""
-    ew = _elementwise_names()
+    ew = elementwise_names()
     nodes = list(graph.nodes)
     outs = set(graph.outputs)
     # 0-d broadcasts: out var -> the scalar var
@@ -159,8 +161,7 @@ def fold_broadcasts(graph: Graph) -> Graph:
     keep the operand's axis order, of an operand of rank >= 1 (0-d ones are
     merge_elementwise's), and only uses where every op's result keeps its shape; a
     broadcast nothing else reads is dropped."""
-    from mirax.ops.shape import reshape_p
-    ew = _elementwise_names()
+    ew = elementwise_names()
     nodes, extra = list(graph.nodes), {}
     made = {}  # broadcast output -> (its operand reshaped, the reshape node)
     for n in graph.nodes:
@@ -236,7 +237,7 @@ def rematerialize(graph: Graph) -> Graph:
     reading (at least one). Copies get fresh vars; C's chain is then CSE'd (two copies of
     one value are one). Finally every fusion node's outputs that nothing reads are dropped
     (a group nothing reads any more, whole)."""
-    ew = _elementwise_names()
+    ew = elementwise_names()
     nodes = list(graph.nodes)
     producer, _ = _uses(nodes)
     changed = False

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mirax.ir.graph import Graph, Node, Var
+from mirax.graph.graph import Graph, Node, Var
+from mirax.ops import elementwise as ew
+from mirax.ops.elementwise import mul_p
 
 SMALL = 1024  # constants up to this many elements count as values in the identities
 FOLD_MAX = 1 << 18  # fold only when every constant input and the result have at most this
@@ -210,7 +212,6 @@ def _scalar_of(v, producer):
 
 
 def _elementwise_rule(name):
-    from mirax.ops import elementwise as ew
     if name not in ew.BINARY_OPS and name not in ew.UNARY_OPS:
         return None
     return _scalar_operands
@@ -245,7 +246,6 @@ def _strong(node, ins, consts, producer):
         return unit
     g, d = (_const_value(v, consts, producer) for v in ins)
     if (g is not None and np.all(g != 0)) or (d is not None and np.all(np.isfinite(d))):
-        from mirax.ops.elementwise import mul_p
         plain = Node(mul_p, ins, node.params, node.outputs, node.source)
         return _unit(1, 1)(plain, ins, consts, producer) or plain
     return None

@@ -1,0 +1,4 @@
+"""core: the bottom floor. dtypes and avals, pytrees (tree), errors, primitives and their
+registry (primitive), the per-thread interpreter context and eager dispatch (trace),
+Array, every knob (config) and the runtime (Device, the Backend protocol, the registry
+backends register into, the executable cache). It imports nothing else of mirax."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
+from mirax.core.runtime import device_of_buffer, synchronize, to_host
 
 
 class ArrayOps:
@@ -52,11 +53,9 @@ class Array(ArrayOps):
 
     @property
     def device(self):
-        from mirax.backends import device_of_buffer
         return device_of_buffer(self._buf)
 
     def __array__(self, dtype=None, copy=None):
-        from mirax.backends import to_host
         host = np.asarray(to_host(self._buf))
         if dtype is not None and host.dtype != np.dtype(dtype):
             return host.astype(dtype)
@@ -105,7 +104,6 @@ class Array(ArrayOps):
         if sync is not None:
             sync()
         elif not isinstance(self._buf, (np.ndarray, np.generic)):  # a device buffer
-            from mirax.backends import synchronize
             synchronize(self._buf)
         return self
 

@@ -3,6 +3,10 @@
 A primitive's whole story (wrapper, abstract eval, NumPy impl, jvp, vjp or transpose, vmap)
 is written in one block of its family file under mirax/ops; this file only defines the
 slots. `bind` hands the call to the innermost active interpreter (core/trace.py).
+
+NOTE: core/trace.py (the interpreter context) sits beside this file; its names are
+imported at the end, the one import of mirax placed there: trace's tracers are made by
+primitives' rules, and this file is imported first.
 """
 from __future__ import annotations
 
@@ -88,7 +92,6 @@ class Primitive:
         return fn
 
     def _linear_jvp(self, primals, tangents, **params):
-        from mirax.core.trace import zeros_like_aval, aval_of
         out = self.bind(*primals, **params)
         ts = [zeros_like_aval(aval_of(x)) if t is None else t
               for x, t in zip(primals, tangents)]
@@ -96,10 +99,8 @@ class Primitive:
 
     # --- abstract evaluation ----------------------------------------------------------------
     def abstract_eval(self, *avals: ShapedArray, **params):
-        if self.abstract_eval_rule is None:
-            if self.decomposition is not None:
-                from mirax.ir.build import abstract_eval_by_tracing
-                return abstract_eval_by_tracing(self, avals, params)
+        if self.abstract_eval_rule is None:  # (a composite's comes from tracing its body:
+            # graph/build.py's traced_abstract_eval, set where the composite is declared)
             raise NotImplementedError(f"{self.name}: no abstract evaluation rule")
         out = self.abstract_eval_rule(*avals, **params)
         if self.keeps_weak and avals and all(a.weak_type for a in avals):
@@ -109,4 +110,4 @@ class Primitive:
         return out
 
 
-from mirax.core.trace import bind  # noqa: E402  (trace needs Primitive defined)
+from mirax.core.trace import aval_of, bind, zeros_like_aval  # noqa: E402  (see NOTE)

@@ -7,14 +7,30 @@ transform active it goes straight to the backend impl: the eager fast path.
 Each transform (transforms/jvp.py, vjp.py, vmap.py, ir/build.py's staging) is a `Trace`
 subclass with its `Tracer`; rules call wrappers on the values one level down, so whatever
 interpreter sits below records or evaluates them in turn.
+
+The interpreter context (`state`: the stack, the dynamic trace, `active`) is per thread:
+each thread traces and differentiates on its own; `busy` counts the threads with an
+interpreter active, so that eager fast paths pay for the thread-local read only then.
 """
 from __future__ import annotations
+
+from types import SimpleNamespace
+import threading
 
 import numpy as np
 
 from mirax.core.array import Array, ArrayOps
 from mirax.core.avals import ShapedArray
 from mirax.core.errors import UnexpectedTracerError
+from mirax.core.runtime import impl_for, nonhost_buffers
+from mirax.core import dtypes
+from mirax.core.errors import ConcretizationError
+
+# The few wrappers that the interpreters (mirax/interpreters/, below ops) call: `add` to sum
+# fan-out cotangents, `full` for zeros and ones, `broadcast_in_dim`, `moveaxis`,
+# `index_in_dim` and `stack` to move and loop over batch axes, `operand` for array-likes.
+# mirax/ops/__init__.py fills it when it registers the primitives.
+wrappers = SimpleNamespace()
 
 
 class Trace:
@@ -76,7 +92,6 @@ class Tracer(ArrayOps):
         return f"{type(self).__name__}({self.aval.str_short()})"
 
     def __array__(self, dtype=None, copy=None):
-        from mirax.core.errors import ConcretizationError
         raise ConcretizationError(
             f"np.asarray() of a traced {self.aval.str_short()} inside a transform: "
             "NumPy cannot see traced values; use mirax.numpy instead")
@@ -118,15 +133,54 @@ class EvalTrace(Trace):
         return eager(prim, tracers, params)
 
 
-class _State:
+_EVAL = EvalTrace()
+# Threads whose `state.active` is True. Hot paths test `busy[0] and state.active`: reading
+# a thread-local attribute costs ~0.1 us, a tenth of an eager op, so it is read only while
+# some thread has an interpreter active.
+busy = [0]
+_busy_lock = threading.Lock()
+
+
+class _Busy:
+    """A thread's share of `busy`, given back if the thread ends while active (a worker
+    thread that made autograd Tensors and returned them, say)."""
+    __slots__ = ("on",)
+
     def __init__(self):
-        self.eval_trace = EvalTrace()
-        self.stack: list[Trace] = [self.eval_trace]
-        self.dynamic: Trace = self.eval_trace
+        self.on = False
+
+    def set(self, on: bool):
+        if on != self.on:
+            with _busy_lock:
+                busy[0] += 1 if on else -1
+            self.on = on
+
+    def __del__(self):  # the thread's locals are dropped when it ends
+        if self.on:
+            self.set(False)
+
+
+class _State(threading.local):
+    """The interpreter context of one thread (each thread starts with just evaluation)."""
+
+    def __init__(self):
+        self.eval_trace = _EVAL
+        self.stack: list[Trace] = [_EVAL]
+        self.dynamic: Trace = _EVAL
         self.active = False  # any interpreter above eval, or a dynamic one
+        self.source = None   # a source line that staged nodes take (set_source)
+        self.busy = _Busy()
 
 
 state = _State()
+
+
+def set_active(on: bool) -> None:
+    """Set this thread's `state.active`, keeping `busy` in step."""
+    on = bool(on)
+    if on != state.active:
+        state.busy.set(on)
+        state.active = on
 
 
 def push(trace: Trace, dynamic: bool = False) -> Trace:
@@ -136,7 +190,7 @@ def push(trace: Trace, dynamic: bool = False) -> Trace:
     state.stack.append(trace)
     if dynamic:
         state.dynamic = trace
-    state.active = True
+    set_active(True)
     return trace
 
 
@@ -145,7 +199,7 @@ def pop(trace: Trace) -> None:
     state.stack.pop()
     trace.alive = False
     state.dynamic = trace.prev_dynamic
-    state.active = len(state.stack) > 1
+    set_active(len(state.stack) > 1)
 
 
 class new_trace:
@@ -169,10 +223,29 @@ class new_base:
     def __enter__(self):
         self.saved = (state.dynamic, state.active)
         state.dynamic = state.eval_trace
-        state.active = len(state.stack) > 1
+        set_active(len(state.stack) > 1)
 
     def __exit__(self, *exc):
-        state.dynamic, state.active = self.saved
+        state.dynamic = self.saved[0]
+        set_active(self.saved[1])
+
+
+class set_source:
+    """`with set_source("f.py:12"):` nodes staged in the block carry that source line (the
+    backward ops of a forward op carry the forward op's line). None (or "") keeps the line
+    set outside the block; with none set, the staging trace looks up the user's frame."""
+
+    def __init__(self, source):
+        self.source = source or None
+
+    def __enter__(self):
+        if self.source is not None:  # (None, as eagerly: no thread-local access at all)
+            self.saved = state.source
+            state.source = self.source
+
+    def __exit__(self, *exc):
+        if self.source is not None:
+            state.source = self.saved
 
 
 # --- bind -------------------------------------------------------------------------------
@@ -202,7 +275,7 @@ def full_raise(trace: Trace, val):
 
 
 def bind(prim, args, params):
-    if not state.active:
+    if not (busy[0] and state.active):
         return eager(prim, args, params)
     top = find_top_trace(args)
     if top is state.eval_trace:
@@ -211,9 +284,6 @@ def bind(prim, args, params):
 
 
 # --- eager evaluation ---------------------------------------------------------------------
-nonhost_buffers = [False]  # set by a non-CPU backend when it makes its first buffer
-
-
 def eager(prim, args, params):
     """Run the primitive's impl on concrete arguments and wrap the result."""
     bufs = []
@@ -225,12 +295,10 @@ def eager(prim, args, params):
         else:
             bufs.append(a)
     if nonhost_buffers[0]:
-        from mirax.backends import impl_for
         impl = impl_for(prim, bufs)
     else:
         impl = prim.impl
         if impl is None:
-            from mirax.backends import impl_for
             impl = impl_for(prim, bufs)
     try:
         out = impl(*bufs, **params)
@@ -257,10 +325,8 @@ def aval_of(x) -> ShapedArray:
     if isinstance(x, (Array, Tracer)):
         return x.aval
     if isinstance(x, (np.ndarray, np.generic)):  # NumPy inputs keep their dtype (strong)
-        from mirax.core import dtypes
         return ShapedArray(x.shape, dtypes.input_dtype(x)[0], False)
     if isinstance(x, (bool, int, float)):
-        from mirax.core import dtypes
         return ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # a backend buffer
         return ShapedArray(x.shape, x.dtype, False)
@@ -268,8 +334,7 @@ def aval_of(x) -> ShapedArray:
 
 
 def zeros_like_aval(aval: ShapedArray):
-    from mirax.ops.shape import full
-    return full(aval.shape, 0, aval.dtype)
+    return wrappers.full(aval.shape, 0, aval.dtype)
 
 
 def owned(x, trace: Trace) -> bool:

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from mirax.core import dtypes, tree
+from mirax.ops.creation import asarray
 
 __all__ = ["load", "save"]
 
@@ -122,7 +123,6 @@ def load(path, like=None):
     """Read a checkpoint written by `save` (or any safetensors file). With `like` (a pytree
     of arrays or of anything with .shape and .dtype) the result has like's structure and every
     leaf's shape and dtype is checked; without it the structure comes from the file."""
-    from mirax.ops.creation import asarray
     raw, meta = _read(path)
     if like is None:
         tensors = {k: asarray(v) for k, v in raw.items()}

@@ -1,29 +1,24 @@
 """mx.ir: the Graph IR as a user-facing object: build (`make_graph`, `Graph`), run
 (`eval_graph`, `compile`), transform (`grad`, `jvp`, `hvp`, `vmap`, `nth_order_grad`)
-and optimize (`optimize`, `decompose`). Heavier names load on first use (the compiler
-imports this package)."""
-from mirax.ir.graph import Graph, Node, Var  # noqa: F401
-from mirax.ir.interpret import eval_graph  # noqa: F401
+and optimize (`optimize`, `decompose`).
 
-_LAZY = {
-    "make_graph": ("mirax.ir.build", "make_graph"),
-    "grad": ("mirax.ir.transforms", "grad"),
-    "jvp": ("mirax.ir.transforms", "jvp"),
-    "hvp": ("mirax.ir.transforms", "hvp"),
-    "vmap": ("mirax.ir.transforms", "vmap"),
-    "nth_order_grad": ("mirax.ir.transforms", "nth_order_grad"),
-    "simplify": ("mirax.ir.transforms", "simplify"),
-    "optimize": ("mirax.compiler", "optimize"),
-    "decompose": ("mirax.compiler.decompose", "decompose"),
-}
+Where it sits: a public face over the graph floor (mirax/graph/: Graph, listings,
+staging, interpret), the interpreters (ir.transforms runs them on graphs) and the
+compiler's passes."""
+from mirax.compiler.decompose import decompose  # noqa: F401
+from mirax.compiler.pipeline import optimize  # noqa: F401
+from mirax.core import tree
+from mirax.core.runtime import executable, get_device
+from mirax.graph.build import make_graph  # noqa: F401
+from mirax.graph.graph import Graph, Node, Var  # noqa: F401
+from mirax.graph.interpret import eval_graph  # noqa: F401
+from mirax.ir.transforms import grad, hvp, jvp, nth_order_grad, simplify, vmap  # noqa: F401
+from mirax.ops.call import call_p
 
 
 def compile(graph: Graph, device=None):
     """A callable running `graph` compiled for `device` (default: the default device);
     it returns the outputs in the graph's output structure (a list if it has none)."""
-    from mirax.backends import get_device
-    from mirax.core import tree
-    from mirax.transforms.jit import call_p, executable
     dev = get_device(device)
     executable(graph, dev.platform)  # compile now, so errors surface here
 
@@ -32,16 +27,3 @@ def compile(graph: Graph, device=None):
         return tree.unflatten(graph.out_tree, outs) if graph.out_tree is not None else outs
     run.graph = graph
     return run
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-        mod, attr = _LAZY[name]
-        try:
-            value = getattr(importlib.import_module(mod), attr)
-        except (ImportError, AttributeError) as e:
-            raise AttributeError(f"mirax.ir.{name} is not available yet ({e})") from None
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'mirax.ir' has no attribute {name!r}")

@@ -12,16 +12,22 @@ from typing import Sequence
 
 from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
-from mirax.ir.build import trace_to_graph
-from mirax.ir.graph import Graph
-from mirax.ir.interpret import eval_graph
+from mirax.graph.build import trace_to_graph
+from mirax.graph.graph import Graph
+from mirax.graph.interpret import eval_graph
+from mirax.compiler.cse import cse
+from mirax.compiler.dce import dce
+from mirax.compiler.simplify import simplify as algebra
+from mirax.core.trace import zeros_like_aval
+from mirax.ops.shape import full
+from mirax.interpreters.vjp import vjp_flat
+from mirax.interpreters.jvp import instantiate, jvp_flat
+from mirax.interpreters.vmap import vmap_flat
+from mirax.ops.reduction import reduce_sum
 
 
 def simplify(graph: Graph, rounds: int = 4) -> Graph:
     """simplify + cse + dce until the node count stops shrinking."""
-    from mirax.compiler.cse import cse
-    from mirax.compiler.dce import dce
-    from mirax.compiler.simplify import simplify as algebra
     for _ in range(rounds):
         n = len(graph.nodes)
         graph = dce(cse(algebra(graph)))
@@ -50,15 +56,12 @@ def _check_scalar(graph: Graph, op: str):
 
 
 def _instantiate(cts, avals):
-    from mirax.core.trace import zeros_like_aval
     return [zeros_like_aval(a) if c is None else c for c, a in zip(cts, avals)]
 
 
 def grad(graph: Graph, wrt: Sequence[int] | None = None) -> Graph:
     """A graph with the same inputs computing d out / d inputs[i] for i in `wrt` (default:
     every float input), for a graph with one float scalar output."""
-    from mirax.ops.shape import full
-    from mirax.transforms.vjp import vjp_flat
     _check_scalar(graph, "ir.grad")
     n = len(graph.inputs)
     wrt = _float_inputs(graph) if wrt is None else [int(i) for i in wrt]
@@ -86,7 +89,6 @@ def grad(graph: Graph, wrt: Sequence[int] | None = None) -> Graph:
 def jvp(graph: Graph) -> Graph:
     """Inputs: the primals, then one tangent per float input; outputs: the graph's outputs,
     then their tangents."""
-    from mirax.transforms.jvp import instantiate, jvp_flat
     n = len(graph.inputs)
     fl = _float_inputs(graph)
 
@@ -112,7 +114,6 @@ def hvp(graph: Graph) -> Graph:
 def vmap(graph: Graph, in_axes=0, axis_size: int | None = None) -> Graph:
     """The graph mapped over a new axis of size `axis_size` at `in_axes` (an int, or one int
     or None per input); every output is batched along axis 0."""
-    from mirax.transforms.vmap import vmap_flat
     n = len(graph.inputs)
     axes = list(in_axes) if isinstance(in_axes, (tuple, list)) else [in_axes] * n
     if len(axes) != n:
@@ -140,7 +141,6 @@ def vmap(graph: Graph, in_axes=0, axis_size: int | None = None) -> Graph:
 
 def _sum_output(graph: Graph) -> Graph:
     """The graph returning the sum of all entries of its single output."""
-    from mirax.ops.reduction import reduce_sum
 
     def fn(*xs):
         (out,) = eval_graph(graph, *xs)

@@ -1,9 +1,11 @@
 """`mx.lax`: the primitive ops and control flow, JAX's lax namespace.
 
-Re-exports only: every name is defined in a mirax.ops family file."""
+Re-exports of the mirax.ops families, plus compositions written on top of them (_extra,
+_windows, _special, _control)."""
 from mirax.ops.control_flow import cond, switch  # noqa: F401
 from mirax.ops.loops import fori_loop, while_loop  # noqa: F401
-from mirax.ops.scan import map, scan  # noqa: F401
+from mirax.ops.scan import scan  # noqa: F401
+from mirax.lax._control import map  # noqa: F401
 from mirax.ops.dot import dot_general  # noqa: F401
 from mirax.ops.elementwise import (  # noqa: F401
     abs, acos, acosh, add, asin, asinh, atan, atan2, atanh, cbrt, ceil, convert_element_type,
@@ -19,7 +21,7 @@ from mirax.ops.shape import (  # noqa: F401
 from mirax.ops.indexing import (  # noqa: F401
     dynamic_slice, dynamic_slice_in_dim, dynamic_update_slice, dynamic_update_slice_in_dim,
     gather, scatter_add)
-from mirax.transforms.custom import stop_gradient  # noqa: F401
+from mirax.ops.elementwise import stop_gradient  # noqa: F401
 from mirax.ops.conv import conv_general_dilated  # noqa: F401
 from mirax.lax._extra import *  # noqa: F401,F403,E402  (compositions: cumlogsumexp, top_k, ...)
 from mirax.lax._shapes import *  # noqa: F401,F403,E402  (conv / window shape arithmetic)

@@ -21,14 +21,17 @@ from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurre
 from mirax.ops import dot as _dot
 from mirax.ops.indexing import dynamic_index_in_dim, dynamic_update_index_in_dim
 from mirax.ops.shape import (
-    broadcast_in_dim, concatenate, full, iota, pad, reshape, slice_in_dim, squeeze,
+    broadcast_in_dim, concatenate, full, iota, moveaxis, pad, reshape, slice_in_dim, squeeze,
     transpose)
 from mirax.ops import sort as _sort
-from mirax.transforms.custom import custom_jvp, stop_gradient
+from mirax.ops.elementwise import stop_gradient
+from mirax.transforms.custom import custom_jvp
 from mirax.lax import _special, _windows
 from mirax.lax._special import *  # noqa: F401,F403
 from mirax.lax._windows import *  # noqa: F401,F403
 from mirax.lax._windows import REDUCERS, _is_value, _monoid
+from mirax.ops.indexing import gather
+from mirax.transforms.jvp import jvp
 
 __all__ = [
     "Precision", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "top_k", "sort",
@@ -500,10 +503,10 @@ def zeros_like_array(x):
 def _approx_k(name, operand, k, reduction_dimension, largest):
     x = _arr(operand, name)
     d = normalize_axis(reduction_dimension, x.ndim, name, x)
-    xm = ew.moveaxis(x, d, x.ndim - 1)
+    xm = moveaxis(x, d, x.ndim - 1)
     vals, idx = top_k(xm if largest else ew.neg(xm), k)
     vals = vals if largest else ew.neg(vals)
-    return ew.moveaxis(vals, x.ndim - 1, d), ew.moveaxis(idx, x.ndim - 1, d)
+    return moveaxis(vals, x.ndim - 1, d), moveaxis(idx, x.ndim - 1, d)
 
 
 def approx_max_k(operand, k, reduction_dimension=-1, recall_target=0.95,
@@ -531,7 +534,6 @@ def broadcast_shapes(*shapes):
 def index_take(src, idxs, axes):
     """src indexed by one index array per axis in axes (indices wrap modulo the axis
     length): the result is [N] + the remaining axes of src."""
-    from mirax.ops.indexing import gather
     x = _arr(src, "index_take")
     axes = tuple(normalize_axis(a, x.ndim, "index_take", x) for a in axes)
     idxs = [_arr(i, "index_take") for i in idxs]
@@ -560,6 +562,5 @@ def with_sharding_constraint(x, shardings):
 
 def igamma_grad_a(a, x):
     """d igamma(a, x) / da."""
-    from mirax.transforms.jvp import jvp
     a, x = _special._floats("igamma_grad_a", a, x)
     return jvp(lambda v: _special.igamma(v, x), (a,), (ew.ones_like(a),))[1]

@@ -8,7 +8,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops.common import broadcast_shapes, float_operand, promote
-from mirax.ops.shape import full
+from mirax.ops.shape import broadcast_to, full
 
 __all__ = ["zeta", "polygamma", "igamma", "igammac", "betainc", "bessel_i0e", "bessel_i1e"]
 
@@ -25,7 +25,7 @@ def _floats(op, *xs):
     xs = [float_operand(x, op) for x in xs]
     shape = broadcast_shapes(op, *xs)
     xs = promote(op, *xs)
-    return [ew.broadcast_to(x, shape) for x in xs]
+    return [broadcast_to(x, shape) for x in xs]
 
 
 def _const(like, v):

@@ -43,12 +43,15 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding):
     return pads
 
 
+# The computations reduce / reduce_window recognise as monoids with a reduction primitive.
+# mirax.numpy (one floor up) adds its add / multiply / maximum / minimum when it loads.
+MONOIDS = {ew.add: "add", ew.mul: "mul", ew.max: "max", ew.min: "min"}
+
+
 def _monoid(computation, dtype):
     """('add' | 'mul' | 'max' | 'min', its identity in dtype) when computation is that op
     and has a reduction primitive for dtype, else (None, None)."""
-    import mirax.numpy as mnp
-    kind = {ew.add: "add", mnp.add: "add", ew.mul: "mul", mnp.multiply: "mul", ew.max: "max",
-            mnp.maximum: "max", ew.min: "min", mnp.minimum: "min"}.get(computation)
+    kind = MONOIDS.get(computation)
     if kind is None or dtype == np.bool_:
         return None, None
     if kind in ("add", "mul"):

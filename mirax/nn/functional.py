@@ -25,6 +25,9 @@ from mirax.ops.quant import fake_quantize, ste_round, ste_sign
 from mirax.ops.elementwise import tanh
 from mirax.ops.reduction import reduce_sum
 from mirax.ops.shape import broadcast_to, full, reshape
+from mirax.ops.common import short
+from mirax.ops.elementwise import div, select, zeros_like
+from mirax import random as mrandom
 
 swish, hard_swish = silu, hard_silu   # JAX's other names
 
@@ -85,8 +88,6 @@ def dropout(x, rate, key=None, *, mask=None, deterministic=False):
 
     The keep-mask comes from `key` (via mirax.random.bernoulli) or is given explicitly as
     a boolean `mask` (True = keep). `deterministic=True` (or rate 0) returns x."""
-    from mirax.ops.common import float_operand, operand, short
-    from mirax.ops.elementwise import div, select, zeros_like
     x = float_operand(x, "dropout")
     rate = float(rate)
     if not 0.0 <= rate <= 1.0:
@@ -96,7 +97,6 @@ def dropout(x, rate, key=None, *, mask=None, deterministic=False):
     if mask is None:
         if key is None:
             raise ValueError("dropout: pass a PRNG key (or an explicit boolean mask=)")
-        from mirax import random as mrandom
         mask = mrandom.bernoulli(key, 1.0 - rate, tuple(x.shape))
     mask = operand(mask, "dropout")
     if tuple(mask.shape) != tuple(x.shape) or str(mask.dtype) != "bool":

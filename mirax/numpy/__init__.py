@@ -20,3 +20,9 @@ from mirax.numpy._sets import *  # noqa: F401,F403
 from mirax.numpy._stats import *  # noqa: F401,F403
 from mirax.numpy._select import *  # noqa: F401,F403
 from mirax.numpy._poly import *  # noqa: F401,F403
+
+# lax.reduce / reduce_window recognise these as monoids (lax sits a floor below numpy)
+from mirax.lax._windows import MONOIDS as _MONOIDS  # noqa: E402
+
+_MONOIDS.update({add: "add", multiply: "mul", maximum: "max", minimum: "min"})  # noqa: F405
+del _MONOIDS

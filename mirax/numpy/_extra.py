@@ -25,6 +25,12 @@ from mirax.numpy._sorting import cumsum
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.common import float_operand, normalize_axis, operand, promote, short
+from mirax.transforms.vmap import vmap
+from mirax.ops.common import result_dtype
+from mirax.ops.loops import while_loop
+from mirax.lax._special import bessel_i0e, bessel_i1e
+from mirax.transforms.custom import custom_jvp
+from mirax.core.errors import ConcretizationError
 
 __all__ = [
     # Array API aliases and dtype helpers
@@ -323,7 +329,6 @@ def ix_(*args):
 def fromfunction(function, shape, *, dtype=None, **kwargs):
     """function(*index grids), called (as in JAX) under vmap over each axis on scalar
     indices, so outputs that ignore the indices are broadcast to `shape`."""
-    from mirax.transforms.vmap import vmap
     shape = tuple(int(s) for s in shape)
     d = dtypes.float32 if dtype is None else dtypes.canonicalize(dtype)
     f = functools.partial(function, **kwargs) if kwargs else function
@@ -451,7 +456,6 @@ class _AxisConcat:
 
 
 def _promoted(xs):
-    from mirax.ops.common import result_dtype
     return result_dtype(*xs)
 
 
@@ -564,7 +568,6 @@ def _int_pair(x1, x2, op):
 
 def gcd(x1, x2):
     """Greatest common divisor (Euclid's algorithm in a while_loop; jit / vmap friendly)."""
-    from mirax.ops.loops import while_loop
     x1, x2 = _int_pair(x1, x2, "gcd")
     a, b = ew.abs(x1), ew.abs(x2)
     shape = np.broadcast_shapes(a.shape, b.shape)
@@ -600,14 +603,11 @@ def spacing(x):
 
 
 def _i0_impl(x):
-    from mirax.lax._special import bessel_i0e
     return ew.mul(bessel_i0e(x), ew.exp(ew.abs(x)))
 
 
 @functools.cache
 def _i0_fn():
-    from mirax.lax._special import bessel_i1e
-    from mirax.transforms.custom import custom_jvp
     f = custom_jvp(_i0_impl)
 
     @f.defjvp
@@ -748,7 +748,6 @@ def resize(a, new_shape):
 def trim_zeros(filt, trim="fb"):
     """filt (1-D) without its leading ('f') and / or trailing ('b') zeros; the cut
     depends on the values, so filt must be concrete (not traced under jit or vmap)."""
-    from mirax.core.errors import ConcretizationError
     x = operand(filt, "trim_zeros")
     if x.ndim != 1:
         raise ValueError(f"trim_zeros: filt must be 1-D, got {short(x)}")

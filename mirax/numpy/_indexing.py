@@ -23,11 +23,13 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.errors import ConcretizationError
-from mirax.core.trace import Tracer, aval_of, state as _state
+from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
 from mirax.ops import elementwise as ew
 from mirax.ops import indexing as ix
 from mirax.ops import shape as sh
 from mirax.ops.common import normalize_axis, operand, short
+from mirax.ops.common import cast
+from mirax.numpy._core import sum as _sum
 
 __all__ = ["take", "take_along_axis", "put_along_axis", "nonzero", "argwhere", "flatnonzero",
            "compress", "diagonal", "diag", "trace", "triu", "tril", "getitem"]
@@ -229,7 +231,7 @@ def getitem(x, idx, mode="clip", fill_value=None):
     """x[idx] with NumPy semantics (see the module docstring for out-of-bounds rules);
     mode="fill" (`x.at[idx].get(mode="fill")`) gives fill_value where an integer-array or
     traced index is out of bounds."""
-    if mode == "clip" and type(x) is Array and not _state.active and \
+    if mode == "clip" and type(x) is Array and not (_busy[0] and _state.active) and \
             type(x._buf) is np.ndarray and _is_basic(idx):
         try:                              # eager fast path: a NumPy view
             out = x._buf[idx]
@@ -380,7 +382,6 @@ def _out_shape(plan, y_shape):
 def _update(x, idx, values, op, mode=None):
     """x with values combined at idx; out-of-bounds updates are dropped (mode="clip"
     clamps them instead), as in JAX."""
-    from mirax.ops.common import cast
     name = f"at[...].{op}"
     x = operand(x, name)
     plan = _parse(x, idx, name)
@@ -659,7 +660,6 @@ def diag(v, k=0):
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None):
-    from mirax.numpy._core import sum as _sum
     return _sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 

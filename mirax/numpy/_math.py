@@ -6,6 +6,7 @@ import math
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops.common import float_operand, operand, promote, short
+from mirax.numpy._indexing import nonzero
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None
@@ -247,7 +248,6 @@ def where(condition, x=None, y=None, *, size=None, fill_value=None):
     """np.where. With the condition alone it is nonzero(condition): eager on a concrete
     condition, or with `size=` (and `fill_value=`) under jit and vmap, as in JAX."""
     if x is None and y is None:
-        from mirax.numpy._indexing import nonzero
         return nonzero(condition, size=size, fill_value=fill_value)
     if size is not None or fill_value is not None:
         raise ValueError("where: size and fill_value go with the one-argument form only")

@@ -18,6 +18,9 @@ from mirax.numpy import _math as m
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.common import normalize_axis, operand, promote, short
+from mirax.ops.conv import conv_general_dilated
+from mirax.numpy import linalg
+from mirax.transforms.vmap import vmap
 
 __all__ = [
     "convolve",
@@ -53,7 +56,6 @@ def _conv1d(a, v, mode, op):
     pads = {"valid": (0, 0), "same": (k // 2, k - k // 2 - 1), "full": (k - 1, k - 1)}
     if mode not in pads:
         raise ValueError(f"{op}: mode must be 'full', 'same' or 'valid', got {mode!r}")
-    from mirax.ops.conv import conv_general_dilated
     out = conv_general_dilated(sh.reshape(x, (1, 1, -1)), sh.reshape(y, (1, 1, -1)), (1,),
                                [pads[mode]])
     out = sh.reshape(out, (out.shape[-1],))
@@ -155,7 +157,6 @@ def polyint(p, m=1, k=None):
 def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
     """Least-squares polynomial fit (coefficients highest power first) via lstsq on the
     scaled Vandermonde matrix, as jnp.polyfit."""
-    from mirax.numpy import linalg
     x, y = _promote_inexact("polyfit", x, y)
     if isinstance(deg, Tracer):
         raise ConcretizationError("polyfit: deg must be a static int")
@@ -203,7 +204,6 @@ def polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
 # --- function vectorizers ---------------------------------------------------------------------
 def apply_along_axis(func1d, axis, arr, *args, **kwargs):
     """func1d applied to the 1-d slices along axis (by nested vmaps, as JAX)."""
-    from mirax.transforms.vmap import vmap
     a = operand(arr, "apply_along_axis")
     ax = normalize_axis(axis, a.ndim, "apply_along_axis", a)
 
@@ -253,7 +253,6 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     `signature` ('(n),(n)->()') names the core dimensions each argument keeps."""
     import functools
 
-    from mirax.transforms.vmap import vmap
     excluded = frozenset(excluded)
     parsed = None if signature is None else _parse_signature(signature)
 

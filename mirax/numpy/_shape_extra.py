@@ -22,6 +22,9 @@ from mirax.ops.common import broadcast_shapes as _broadcast_operands
 from mirax.ops.common import (
     cast, normalize_axes, normalize_axis, operand, promote, result_dtype,
     short, static_int)
+from mirax.numpy._core import (all as _all, matmul, max as _max, max as amax, mean,
+                               min as _min, min as amin, prod as _prod, sum as _sum)
+from mirax.numpy._math import round as around
 
 __all__ = [
     "split", "array_split", "hsplit", "vsplit", "dsplit", "tile", "repeat", "flip", "fliplr",
@@ -257,8 +260,6 @@ def _pad_computed(x, widths, mode, kwargs):
     """pad modes whose values are computed from the array, one axis after the other as
     NumPy does (corners come from the already padded axes): a statistic of the first /
     last `stat_length` values, or a linear ramp from `end_values` to the edge value."""
-    from mirax.numpy._core import max as amax, mean, min as amin
-    from mirax.numpy._math import round as around
     stat = {"maximum": amax, "minimum": amin, "mean": mean, "median": median}.get(mode)
     key = "stat_length" if stat is not None else "end_values"
     default = None if stat is not None else 0
@@ -541,12 +542,10 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    from mirax.numpy._core import all as _all
     return _all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def array_equal(a1, a2, equal_nan=False):
-    from mirax.numpy._core import all as _all
     a, b = operand(a1, "array_equal"), operand(a2, "array_equal")
     if tuple(a.shape) != tuple(b.shape):
         return operand(False)
@@ -557,7 +556,6 @@ def array_equal(a1, a2, equal_nan=False):
 
 
 def array_equiv(a1, a2):
-    from mirax.numpy._core import all as _all
     a, b = operand(a1, "array_equiv"), operand(a2, "array_equiv")
     try:
         _broadcast_operands("array_equiv", a, b)
@@ -568,7 +566,6 @@ def array_equiv(a1, a2):
 
 # --- statistics ---------------------------------------------------------------------------
 def count_nonzero(a, axis=None, keepdims=False):
-    from mirax.numpy._core import sum as _sum
     x = operand(a, "count_nonzero")
     return _sum(ew.ne(x, ew.zeros_like(x)) if x.dtype != dtypes.bool_ else x, axis=axis,
                 dtype=dtypes.int32, keepdims=keepdims)
@@ -582,19 +579,16 @@ def _nan_to(x, value):
 
 
 def nansum(a, axis=None, dtype=None, keepdims=False):
-    from mirax.numpy._core import sum as _sum
     return _sum(_nan_to(a, 0.0), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
 def nanprod(a, axis=None, dtype=None, keepdims=False):
-    from mirax.numpy._core import prod as _prod
     return _prod(_nan_to(a, 1.0), axis=axis, dtype=dtype, keepdims=keepdims)
 
 
 def nanmean(a, axis=None, dtype=None, keepdims=False):
     x = operand(a, "nanmean")
     if not dtypes.is_float(x.dtype):
-        from mirax.numpy._core import mean
         return mean(x, axis=axis, dtype=dtype, keepdims=keepdims)
     s = nansum(x, axis=axis, dtype=dtype, keepdims=keepdims)
     n = count_nonzero(ew.eq(x, x), axis=axis, keepdims=keepdims)
@@ -604,7 +598,6 @@ def nanmean(a, axis=None, dtype=None, keepdims=False):
 def nanvar(a, axis=None, dtype=None, ddof=0, keepdims=False):
     x = operand(a, "nanvar")
     m = nanmean(x, axis=axis, dtype=dtype, keepdims=True)
-    from mirax.numpy._core import sum as _sum
     c = ew.sub(ew.convert_element_type(x, m.dtype, x.weak_type), m)
     present = ew.eq(x, x)   # skip the input's NaNs only: inf - inf is still NaN (NumPy)
     s = _sum(ew.mul(c, c), axis=axis, keepdims=keepdims, where=present)
@@ -621,24 +614,19 @@ def _nan_extreme(a, axis, keepdims, fill, fn, op):
     if not dtypes.is_float(x.dtype):
         return fn(x, axis=axis, keepdims=keepdims)
     out = fn(_nan_to(x, fill), axis=axis, keepdims=keepdims)
-    from mirax.numpy._core import all as _all
     allnan = _all(ew.ne(x, x), axis=axis, keepdims=keepdims)
     return ew.select(allnan, ew.add(ew.zeros_like(out), math.nan), out)
 
 
 def nanmax(a, axis=None, keepdims=False):
-    from mirax.numpy._core import max as _max
     return _nan_extreme(a, axis, keepdims, -math.inf, _max, "nanmax")
 
 
 def nanmin(a, axis=None, keepdims=False):
-    from mirax.numpy._core import min as _min
     return _nan_extreme(a, axis, keepdims, math.inf, _min, "nanmin")
 
 
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
-    from mirax.numpy._core import mean
-    from mirax.numpy._core import sum as _sum
     x = operand(a, "average")
     if weights is None:
         avg = mean(x, axis=axis, keepdims=keepdims)
@@ -664,8 +652,6 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
 
 
 def ptp(a, axis=None, keepdims=False):
-    from mirax.numpy._core import max as _max
-    from mirax.numpy._core import min as _min
     return ew.sub(_max(a, axis=axis, keepdims=keepdims), _min(a, axis=axis, keepdims=keepdims))
 
 
@@ -739,7 +725,6 @@ def median(a, axis=None, keepdims=False):
 
 
 def cov(m, y=None, rowvar=True, bias=False, ddof=None):
-    from mirax.numpy._core import mean
     x = operand(m, "cov")
     if x.ndim > 2:
         raise ValueError(f"cov: m must be at most 2-d, got {short(x)}")
@@ -757,7 +742,6 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None):
     ddof = (0 if bias else 1) if ddof is None else ddof
     n = x.shape[1]
     c = ew.sub(x, mean(x, axis=1, keepdims=True))
-    from mirax.numpy._core import matmul
     out = ew.div(matmul(c, sh.transpose(c, (1, 0))), float(builtins.max(n - ddof, 0)))
     return sh.reshape(out, ()) if out.shape == (1, 1) else out
 

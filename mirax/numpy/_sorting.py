@@ -14,6 +14,7 @@ from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops import sort as so
 from mirax.ops.common import normalize_axis, operand, promote
+from mirax.ops.sort import gather_along_axis
 
 __all__ = ["sort", "argsort", "cumsum", "cumprod", "cumulative_sum", "cumulative_prod",
            "searchsorted"]
@@ -90,7 +91,6 @@ def searchsorted(a, v, side="left", sorter=None):
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     if sorter is not None:
-        from mirax.ops.sort import gather_along_axis
         a = gather_along_axis(a, operand(sorter, "searchsorted"), 0)
     a, v = promote("searchsorted", a, operand(v, "searchsorted"))
     below = (ew.lt if side == "left" else ew.le)(a, sh.expand_dims(v, v.ndim))

@@ -18,6 +18,10 @@ from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops.common import (
     float_operand, normalize_axes, power_by_squaring, promote, short)
+from mirax.numpy._core import matmul as mm
+from mirax.ops.common import operand
+from mirax.numpy._indexing import trace as tr, diagonal as dg
+from mirax.numpy import cross as cr, tensordot as td
 
 __all__ = ["norm", "inv", "solve", "det", "slogdet", "cholesky", "qr", "svd", "eigh",
            "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul",
@@ -130,13 +134,11 @@ def eigvalsh(a, UPLO="L"):  # noqa: N803
 
 
 def matmul(a, b):
-    from mirax.numpy._core import matmul as mm
     return mm(a, b)
 
 
 def matrix_power(a, n):
     """a @ a @ ... (n times) by repeated squaring; negative n inverts first."""
-    from mirax.ops.common import operand
     a, n = operand(a, "matrix_power"), int(n)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"matrix_power: expected square matrices, got {short(a)}")
@@ -278,12 +280,10 @@ def matrix_norm(x, keepdims=False, ord="fro"):  # noqa: A002
 
 
 def trace(x, offset=0, dtype=None):
-    from mirax.numpy._indexing import trace as tr
     return tr(_matrices(x, "trace"), offset, -2, -1, dtype)
 
 
 def diagonal(x, offset=0):
-    from mirax.numpy._indexing import diagonal as dg
     return dg(_matrices(x, "diagonal"), offset, -2, -1)
 
 
@@ -295,7 +295,6 @@ def outer(x1, x2):
 
 
 def cross(x1, x2, axis=-1):
-    from mirax.numpy import cross as cr
     x1, x2 = float_operand(x1, "cross"), float_operand(x2, "cross")
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError(f"cross: vectors of 3 along axis {axis}, got {short(x1)} and "
@@ -310,7 +309,6 @@ def vecdot(x1, x2, axis=-1):
 
 
 def tensordot(x1, x2, axes=2):
-    from mirax.numpy import tensordot as td
     return td(x1, x2, axes)
 
 

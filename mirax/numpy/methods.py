@@ -6,6 +6,7 @@ from __future__ import annotations
 from mirax.core.array import ArrayOps
 from mirax import numpy as mnp
 from mirax.ops import elementwise as ew
+from mirax.numpy._indexing import _IndexUpdateHelper, getitem
 
 
 def _swap(fn):
@@ -26,7 +27,6 @@ def install():
     A.__or__, A.__ror__ = mnp.bitwise_or, _swap(mnp.bitwise_or)
     A.__xor__, A.__rxor__ = mnp.bitwise_xor, _swap(mnp.bitwise_xor)
     A.__lshift__, A.__rshift__ = mnp.left_shift, mnp.right_shift
-    from mirax.numpy._indexing import _IndexUpdateHelper, getitem
     A.__getitem__ = getitem
     A.at = property(_IndexUpdateHelper)
     A.__neg__ = ew.neg

@@ -9,6 +9,7 @@ from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.trace import Tracer, aval_of
+from mirax.core.errors import ConcretizationError
 
 Operand = (Array, Tracer)
 
@@ -27,9 +28,8 @@ def operand(x, op: str = "op"):
     if dtypes.is_python_scalar(x):
         d = dtypes.python_scalar_dtype(x)
         return Array(_scalar_buf(x, d), not isinstance(x, bool))
-    from mirax.ops.creation import asarray
     try:
-        return asarray(x)
+        return creation_ops.asarray(x)
     except TypeError as e:
         raise TypeError(f"{op}: expected an array, got {type(x).__name__}: {e}") from None
 
@@ -75,8 +75,7 @@ def cast(x, dtype, weak=False, op="op"):
     x = operand(x, op)
     if x.dtype == dtype:
         return x
-    from mirax.ops.elementwise import convert_element_type
-    return convert_element_type(x, dtype, weak_type=weak)
+    return elementwise_ops.convert_element_type(x, dtype, weak_type=weak)
 
 
 def float_operand(x, op: str):
@@ -132,7 +131,6 @@ def broadcast_shapes(op: str, *xs) -> tuple[int, ...]:
 def static_int(x, op: str, what: str) -> int:
     """A Python int from a static argument (shape entry, size), with a clear error."""
     if isinstance(x, Tracer):
-        from mirax.core.errors import ConcretizationError
         explain = getattr(x._trace, "concretization_message", None)  # names the argument
         if explain is not None:
             raise ConcretizationError(explain(x, f"{op}: {what} must be static (a Python int);"
@@ -170,3 +168,9 @@ def power_by_squaring(x, n: int, mul):
         if n:
             base = mul(base, base)
     return acc
+
+
+# NOTE: every family imports its helpers from this file, so the two families these helpers
+# call (array-likes to arrays, dtype casts) are bound at the end, after the helpers exist.
+from mirax.ops import creation as creation_ops  # noqa: E402
+from mirax.ops import elementwise as elementwise_ops  # noqa: E402

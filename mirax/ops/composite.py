@@ -23,7 +23,11 @@ from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of, new_base
+from mirax.graph.build import traced_abstract_eval
 from mirax.ops.common import batch_size
+from mirax.interpreters.jvp import jvp_flat
+from mirax.interpreters.vjp import vjp_flat
+from mirax.interpreters.vmap import vmap_flat, move_bdim
 
 COMPOSITES: dict[str, Primitive] = {}
 
@@ -65,7 +69,6 @@ def _eager_body(prim):
 
 def _body_jvp(prim):
     def jvp(primals, tangents, **params):
-        from mirax.transforms.jvp import jvp_flat
         outs, touts = jvp_flat(
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
             list(primals), list(tangents))
@@ -75,7 +78,6 @@ def _body_jvp(prim):
 
 def _body_vjp(prim):
     def vjp(ct, out, *primals, **params):
-        from mirax.transforms.vjp import vjp_flat
         _, bwd = vjp_flat(
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
             list(primals))
@@ -87,7 +89,6 @@ def _body_vjp(prim):
 
 def _body_vmap(prim):
     def vmap(args, dims, **params):
-        from mirax.transforms.vmap import vmap_flat
         size = batch_size(args, dims)
         outs = vmap_flat(
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
@@ -106,7 +107,6 @@ def batch_front(prim, row_args=None):
     fallback = _body_vmap(prim)
 
     def vmap(args, dims, **params):
-        from mirax.transforms.vmap import move_bdim
         rows = range(len(args)) if row_args is None else row_args
         if any(d is not None and i not in rows for i, (d) in enumerate(dims)):
             return fallback(args, dims, **params)
@@ -129,8 +129,8 @@ def composite(name: str, body, *, impl=None, multiple_results: bool = False,
     `bwd_vmap` are rule factories `fn(prim) -> rule`."""
     p = Primitive(name, multiple_results=multiple_results)
     p.def_decompose(body)
-    if abstract_eval is not None:
-        p.def_abstract_eval(abstract_eval)
+    p.def_abstract_eval(abstract_eval if abstract_eval is not None else
+                        traced_abstract_eval(p))
     p.def_impl(impl if impl is not None else _eager_body(p))
     p.fused = impl is not None
     p.def_jvp(jvp if jvp is not None else _body_jvp(p))
@@ -150,7 +150,6 @@ def _backward_composite(fwd: Primitive, bwd_impl, bwd_vmap) -> Primitive:
     """`<name>_bwd(*cts, *outs, *primals, wrt, nout, **params)`: the backward composite,
     whose body is the vjp of the forward body (the outs are there for the fused kernel)."""
     def body(*args, wrt, nout, **params):
-        from mirax.transforms.vjp import vjp_flat
         cts, primals = args[:nout], args[2 * nout:]
         _, bwd = vjp_flat(
             lambda *xs: _as_list(fwd.decomposition(*xs, **params), fwd.multiple_results),

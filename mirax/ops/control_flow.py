@@ -21,11 +21,14 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of, state
-from mirax.ir.graph import Var
-from mirax.ir.interpret import eval_graph
+from mirax.graph.graph import Var
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     compiled, is_float, jvp_graph, same_aval, to_front, trace_fn, vjp_graph, vmap_graph)
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import shape as shape_ops
+from mirax.interpreters.vmap import move_bdim, vmap_flat
 
 cond_p = Primitive("cond", multiple_results=True)
 
@@ -38,10 +41,9 @@ def cond(pred, true_fun, false_fun, *operands):
         raise TypeError(f"cond: pred must be a scalar, got {short(p)}")
     if not isinstance(p, Tracer) and not state.active:   # eager: run the taken branch
         return _as_arrays((true_fun if bool(np.asarray(p)) else false_fun)(*operands), "cond")
-    from mirax.ops.elementwise import convert_element_type, ne
     if p.dtype != np.bool_:
-        p = ne(p, 0)
-    index = convert_element_type(p, dtypes.int32)
+        p = elementwise_ops.ne(p, 0)
+    index = elementwise_ops.convert_element_type(p, dtypes.int32)
     return _switch("cond", index, (false_fun, true_fun), operands)
 
 
@@ -56,10 +58,9 @@ def switch(index, branches, *operands):
     n = len(branches)
     if not isinstance(i, Tracer) and not state.active:
         return _as_arrays(branches[min(max(int(np.asarray(i)), 0), n - 1)](*operands), "switch")
-    from mirax.ops.elementwise import convert_element_type, max as max_, min as min_
-    i = convert_element_type(i, dtypes.int32)
+    i = elementwise_ops.convert_element_type(i, dtypes.int32)
     if n > 1:
-        i = min_(max_(i, 0), n - 1)
+        i = elementwise_ops.min(elementwise_ops.max(i, 0), n - 1)
     return _switch("switch", i, branches, operands)
 
 
@@ -169,9 +170,6 @@ def _cond_vjp(cts, outs, index, *args, branches):
 
 @cond_p.def_vmap
 def _cond_vmap(args, dims, *, branches):
-    from mirax.ops.elementwise import eq, select
-    from mirax.ops.shape import broadcast_in_dim
-    from mirax.transforms.vmap import move_bdim, vmap_flat
     index, xs, idim, xdims = args[0], args[1:], dims[0], dims[1:]
     size = batch_size(args, dims)
     m = len(branches[0].outputs)
@@ -191,11 +189,6 @@ def _cond_vmap(args, dims, *, branches):
     for k in range(1, len(branches)):
         for j in range(m):
             shape = aval_of(res[j]).shape
-            pred = broadcast_in_dim(eq(index, k), shape, (0,))
-            res[j] = select(pred, outs[k][j], res[j])
+            pred = shape_ops.broadcast_in_dim(elementwise_ops.eq(index, k), shape, (0,))
+            res[j] = elementwise_ops.select(pred, outs[k][j], res[j])
     return res, [0] * m
-
-
-# Re-exports: the loops lived here before the split.
-from mirax.ops.loops import fori_loop, while_loop, while_p  # noqa: E402, F401
-from mirax.ops.scan import map, scan, scan_p  # noqa: E402, F401

@@ -24,6 +24,7 @@ from mirax.ops.composite import composite
 from mirax.ops.elementwise import add, convert_element_type, div
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import moveaxis, pad, reshape, rev, slice, stack, transpose
+from mirax.interpreters.vmap import move_bdim
 
 conv_general_dilated_p = Primitive("conv_general_dilated")
 
@@ -322,7 +323,6 @@ def _pool_slices(x, kernel, stride, padding, value):
 def _fold_n(prim):
     """vmap of a pool (or its backward op) on [N, C, H, W]: fold the batch axis into N."""
     def rule(args, dims, **params):
-        from mirax.transforms.vmap import move_bdim
         size = batch_size(args, dims)
         moved = []
         for a, d in zip(args, dims):

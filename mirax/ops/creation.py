@@ -6,6 +6,9 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.trace import Tracer
+from mirax.ops import transfer as transfer_ops
+from mirax.ops import elementwise as elementwise_ops
+from mirax.core.runtime import from_dlpack_device
 
 
 def _host_array(obj) -> tuple[np.ndarray, bool]:
@@ -66,16 +69,13 @@ def asarray(obj, dtype=None, device=None) -> Array:
             buf, weak = _host_array(obj)
             out = Array(buf, weak)
         except _NotHost:
-            from mirax.backends import from_dlpack_device
             out = Array(from_dlpack_device(obj), False)
     if dtype is not None:
         dtype = dtypes.canonicalize(dtype)
         if out.dtype != dtype or out.weak_type:
-            from mirax.ops.elementwise import convert_element_type
-            out = convert_element_type(out, dtype)
+            out = elementwise_ops.convert_element_type(out, dtype)
     if device is not None:
-        from mirax.ops.transfer import device_put
-        out = device_put(out, device)
+        out = transfer_ops.device_put(out, device)
     return out
 
 

@@ -14,7 +14,10 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.ops import sort as sort_ops
 from mirax.ops.common import normalize_axis, operand
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import shape as shape_ops
 
 
 def _wrap(p, x, axis, reverse):
@@ -60,24 +63,22 @@ def _next(y, axis, reverse, fill):
 def linear_recurrence(a, b, axis, reverse=False):
     """h with h_i = a_i h_{i-1} + b_i (h_{-1} = 0), scanning along axis (from the end if
     reverse). Log-depth: pairs (A, B) compose as B_i += A_i B_{i-d}, A_i *= A_{i-d}."""
-    from mirax.ops.elementwise import add, mul
     n = aval_of(b).shape[axis]
     d = 1
     while d < n:
         sb, sa = _prev_by(b, axis, reverse, d, 0), _prev_by(a, axis, reverse, d, 1)
-        b = add(b, mul(a, sb))
+        b = elementwise_ops.add(b, elementwise_ops.mul(a, sb))
         if 2 * d < n:
-            a = mul(a, sa)
+            a = elementwise_ops.mul(a, sa)
         d *= 2
     return b
 
 
 def _prev_by(y, axis, reverse, d, fill):
     """y[i - d] at i in scan order (fill where i - d falls off)."""
-    from mirax.ops.shape import pad
     nd = aval_of(y).ndim
     step = (-d, d, 0) if reverse else (d, -d, 0)
-    return pad(y, fill, tuple(step if i == axis else (0, 0, 0) for i in range(nd)))
+    return shape_ops.pad(y, fill, tuple(step if i == axis else (0, 0, 0) for i in range(nd)))
 
 
 # --- cumsum -------------------------------------------------------------------------------
@@ -110,25 +111,23 @@ cumprod_p.def_impl(_impl(lambda x, axis: np.cumprod(x, axis=axis, dtype=x.dtype)
 @cumprod_p.def_jvp
 def _cumprod_jvp(primals, tangents, *, axis, reverse):
     # dy_i = x_i dy_{i-1} + t_i E_i with E_i = prod_{k<i} x_k (the exclusive cumprod)
-    from mirax.ops.elementwise import mul
     (x,), (t,) = primals, tangents
     out = cumprod_p.bind(x, axis=axis, reverse=reverse)
     if t is None:
         return out, None
     excl = _prev(out, axis, reverse, 1)
-    return out, linear_recurrence(x, mul(t, excl), axis, reverse)
+    return out, linear_recurrence(x, elementwise_ops.mul(t, excl), axis, reverse)
 
 
 @cumprod_p.def_vjp
 def _cumprod_vjp(ct, out, x, *, axis, reverse):
     # x̄_j = E_j S_j with S_j = sum_{i>=j} ct_i prod_{j<k<=i} x_k, i.e. S_j = ct_j + x_{j+1}
     # S_{j+1}: the same recurrence run the other way.
-    from mirax.ops.elementwise import mul
     if not dtypes.is_float(aval_of(x).dtype):
         return [None]
     excl = _prev(out, axis, reverse, 1)
     s = linear_recurrence(_next(x, axis, reverse, 0), ct, axis, not reverse)
-    return [mul(excl, s)]
+    return [elementwise_ops.mul(excl, s)]
 
 
 cumprod_p.def_vmap(_vmap(cumprod_p))
@@ -146,18 +145,17 @@ def _cumextreme(name, np_fn):
         out = p.bind(x, axis=axis, reverse=reverse)
         if t is None:
             return out, None
-        from mirax.ops.elementwise import div, mul
         hit, group, den = _ties(x, out, axis, reverse)
-        num = _group_sum(mul(t, hit), group, axis, reverse)
-        return out, div(num, den)
+        num = _group_sum(elementwise_ops.mul(t, hit), group, axis, reverse)
+        return out, elementwise_ops.div(num, den)
 
     @p.def_vjp
     def vjp(ct, out, x, *, axis, reverse):
         if not dtypes.is_float(aval_of(x).dtype):
             return [None]
-        from mirax.ops.elementwise import div, mul
         hit, group, den = _ties(x, out, axis, reverse)
-        return [mul(hit, _group_sum_transpose(div(ct, den), group, axis, reverse))]
+        g = _group_sum_transpose(elementwise_ops.div(ct, den), group, axis, reverse)
+        return [elementwise_ops.mul(hit, g)]
 
     p.def_vmap(_vmap(p))
     return p
@@ -167,39 +165,43 @@ def _ties(x, out, axis, reverse):
     """hit: 1.0 where x attains its running extreme; group: for each i, the index where the
     current run of equal running extremes starts; den: the number of hits in that run up to
     i (>= 1), so the tangent at i is the mean of t over those hits."""
-    from mirax.ops.elementwise import convert_element_type, eq, logical_or, ne, select
-    from mirax.ops.shape import full, iota
     a = aval_of(x)
     n = a.shape[axis]
-    hit = convert_element_type(eq(x, out), a.dtype)
-    idx = iota(dtypes.int32, a.shape, axis)
-    first = eq(idx, n - 1 if reverse else 0)
-    start = logical_or(first, ne(out, _prev(out, axis, reverse, 0)))
+    hit = elementwise_ops.convert_element_type(elementwise_ops.eq(x, out), a.dtype)
+    idx = shape_ops.iota(dtypes.int32, a.shape, axis)
+    first = elementwise_ops.eq(idx, n - 1 if reverse else 0)
+    start = elementwise_ops.logical_or(first, elementwise_ops.ne(out, _prev(out, axis, reverse, 0)))
     if reverse:  # the group start is the largest start index >= i
-        group = cummin_p.bind(select(start, idx, full(a.shape, n - 1, dtypes.int32)),
-                              axis=axis, reverse=True)
+        group = cummin_p.bind(
+            elementwise_ops.select(start, idx, shape_ops.full(a.shape, n - 1, dtypes.int32)),
+            axis=axis,
+            reverse=True,
+        )
     else:
-        group = cummax_p.bind(select(start, idx, full(a.shape, 0, dtypes.int32)),
-                              axis=axis, reverse=False)
+        group = cummax_p.bind(
+            elementwise_ops.select(start, idx, shape_ops.full(a.shape, 0, dtypes.int32)),
+            axis=axis,
+            reverse=False,
+        )
     return hit, group, _group_sum(hit, group, axis, reverse)
 
 
 def _group_sum(v, group, axis, reverse):
     """sum of v over the scan positions from group[i] to i."""
-    from mirax.ops.elementwise import sub
-    from mirax.ops.sort import gather_along_axis
     cs = cumsum_p.bind(v, axis=axis, reverse=reverse)
-    return sub(cs, gather_along_axis(sub(cs, v), group, axis))
+    return elementwise_ops.sub(
+        cs, sort_ops.gather_along_axis(elementwise_ops.sub(cs, v), group, axis)
+    )
 
 
 def _group_sum_transpose(w, group, axis, reverse):
     """The adjoint of _group_sum in v: cumsum^T w - (cumsum - I)^T scatter(w, group)."""
-    from mirax.ops.elementwise import add, sub
-    from mirax.ops.sort import scatter_add_along_axis
     n = aval_of(w).shape[axis]
-    s = scatter_add_along_axis(w, group, axis, n)
+    s = sort_ops.scatter_add_along_axis(w, group, axis, n)
     back = cumsum_p.bind(w, axis=axis, reverse=not reverse)
-    return add(sub(back, cumsum_p.bind(s, axis=axis, reverse=not reverse)), s)
+    return elementwise_ops.add(
+        elementwise_ops.sub(back, cumsum_p.bind(s, axis=axis, reverse=not reverse)), s
+    )
 
 
 cummax_p = _cumextreme("cummax", np.maximum)

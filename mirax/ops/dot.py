@@ -13,6 +13,8 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops.common import operand, promote, short
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import shape as shape_ops
 
 dot_general_p = Primitive("dot_general")
 
@@ -83,7 +85,6 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
 
 @dot_general_p.def_jvp
 def _dot_general_jvp(primals, tangents, **params):
-    from mirax.ops.elementwise import add
     (x, y), (tx, ty) = primals, tangents
     out = dot_general_p.bind(x, y, **params)
     t = None
@@ -91,7 +92,7 @@ def _dot_general_jvp(primals, tangents, **params):
         t = dot_general_p.bind(tx, y, **params)
     if ty is not None:
         t2 = dot_general_p.bind(x, ty, **params)
-        t = t2 if t is None else add(t, t2)
+        t = t2 if t is None else elementwise_ops.add(t, t2)
     return out, t
 
 
@@ -114,10 +115,8 @@ def _transpose_lhs(ct, x_aval, y, dimension_numbers, swap_ans=False):
     dims = ((ans_y, y_kept), (ans_batch, yb))
     xc_sorted_by_y = tuple(np.take(xc, np.argsort(yc)).tolist()) if xc else ()
     out_axes = tuple(np.argsort(xb + x_kept + xc_sorted_by_y).tolist())
-    from mirax.ops.elementwise import convert_element_type
-    from mirax.ops.shape import transpose
-    res = transpose(dot_general(ct, y, dims), out_axes)
-    return convert_element_type(res, x_aval.dtype, weak_type=x_aval.weak_type)
+    res = shape_ops.transpose(dot_general(ct, y, dims), out_axes)
+    return elementwise_ops.convert_element_type(res, x_aval.dtype, weak_type=x_aval.weak_type)
 
 
 @dot_general_p.def_vjp
@@ -137,8 +136,7 @@ dot_general_p.vjp_takes_needs = True
 
 
 def _cast(x, dtype):
-    from mirax.ops.elementwise import convert_element_type
-    return convert_element_type(x, dtype)
+    return elementwise_ops.convert_element_type(x, dtype)
 
 
 def _shift(axes, d):
@@ -150,8 +148,7 @@ def _dot_general_vmap(args, dims, *, dimension_numbers, preferred_element_type):
     (x, y), (dx, dy) = args, dims
     (xc, yc), (xb, yb) = dimension_numbers
     if dx is not None and dy is not None:
-        from mirax.ops.shape import moveaxis
-        x, y = moveaxis(x, dx, 0), moveaxis(y, dy, 0)
+        x, y = shape_ops.moveaxis(x, dx, 0), shape_ops.moveaxis(y, dy, 0)
         dn = ((tuple(a + 1 for a in xc), tuple(a + 1 for a in yc)),
               ((0,) + tuple(a + 1 for a in xb), (0,) + tuple(a + 1 for a in yb)))
         return dot_general(x, y, dn, preferred_element_type), 0

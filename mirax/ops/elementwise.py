@@ -19,13 +19,15 @@ import warnings
 
 import numpy as np
 
-from mirax.core import dtypes
+from mirax.core import dtypes, tree
 from mirax.core import trace as _trace
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import special_impl
+from mirax.ops import shape as shape_ops
+from mirax.ops import reduction as reduction_ops
 from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
                               short)
 
@@ -49,7 +51,7 @@ def _nary_jvp(prim, derivs):
             if c is None:
                 continue
             if c.shape != out.shape:
-                c = broadcast_to(c, out.shape)
+                c = shape_ops.broadcast_to(c, out.shape)
             t_out = c if t_out is None else add(t_out, c)
         return out, t_out
     return jvp
@@ -76,10 +78,10 @@ def _nary_vmap(prim):
             if d is None:
                 moved.append(a)
                 continue
-            a = moveaxis(a, d, 0) if d != 0 else a
+            a = shape_ops.moveaxis(a, d, 0) if d != 0 else a
             logical = aval_of(a).shape[1:]
             if len(logical) < out_ndim:
-                a = reshape(a, (a.shape[0],) + (1,) * (out_ndim - len(logical)) + logical)
+                a = shape_ops.reshape(a, (a.shape[0],) + (1,) * (out_ndim - len(logical)) + logical)
             moved.append(a)
         return prim.bind(*moved, **params), 0
     return vmap
@@ -371,11 +373,11 @@ def _convert_vmap(args, dims, **params):
 # NOTE: the eager fast paths below skip promote/bind/eager when no interpreter is active
 # and every buffer is on the host; they compute exactly what the general path computes
 # (same impl, same dtype and weak bit), only with less Python in between.
-_state, _nonhost = _trace.state, _trace.nonhost_buffers
+_state, _busy, _nonhost = _trace.state, _trace.busy, _trace.nonhost_buffers
 
 
 def _bind2(p, x, y):
-    if not _state.active and not _nonhost[0]:
+    if not (_busy[0] and _state.active) and not _nonhost[0]:
         tx, ty = type(x), type(y)
         if tx is Array:
             bx = x._buf
@@ -500,7 +502,7 @@ def _unary_wrapper(p):
     kinds = "f" if p.float_only else "fiub"
 
     def wrapper(x):
-        if type(x) is Array and not _state.active and not _nonhost[0]:  # eager fast path
+        if type(x) is Array and not (_busy[0] and _state.active) and not _nonhost[0]:
             b = x._buf
             if b.dtype.kind in kinds:
                 return Array(p.impl(b), p.keeps_weak and x._weak)
@@ -568,41 +570,40 @@ def convert_element_type(x, new_dtype, weak_type=False):
 
 
 def zeros_like(x):
-    from mirax.ops.shape import full
     a = aval_of(x)
-    return full(a.shape, 0, a.dtype, weak_type=a.weak_type)
+    return shape_ops.full(a.shape, 0, a.dtype, weak_type=a.weak_type)
 
 
 def ones_like(x):
-    from mirax.ops.shape import full
     a = aval_of(x)
-    return full(a.shape, 1, a.dtype, weak_type=a.weak_type)
-
-
-# shape helpers the rules above use (defined in ops/shape.py and ops/reduction.py)
-def broadcast_to(x, shape):
-    from mirax.ops.shape import broadcast_to as b
-    return b(x, shape)
+    return shape_ops.full(a.shape, 1, a.dtype, weak_type=a.weak_type)
 
 
 def unbroadcast(ct, shape):
     """Sum `ct` down to `shape`: the adjoint of NumPy broadcasting."""
     if tuple(ct.shape) == tuple(shape):
         return ct
-    from mirax.ops.reduction import reduce_sum
-    from mirax.ops.shape import reshape
     lead = len(ct.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, d in enumerate(shape)
                                       if d == 1 and ct.shape[i + lead] != 1)
-    out = reduce_sum(ct, axes) if axes else ct
-    return reshape(out, shape) if tuple(out.shape) != tuple(shape) else out
+    out = reduction_ops.reduce_sum(ct, axes) if axes else ct
+    return shape_ops.reshape(out, shape) if tuple(out.shape) != tuple(shape) else out
 
 
-def moveaxis(x, src, dst):
-    from mirax.ops.shape import moveaxis as m
-    return m(x, src, dst)
 
 
-def reshape(x, shape):
-    from mirax.ops.shape import reshape as r
-    return r(x, shape)
+# --- stop_gradient --------------------------------------------------------------------------
+stop_gradient_p = Primitive("stop_gradient", keeps_weak=True)
+stop_gradient_p.def_impl(lambda x: x)
+stop_gradient_p.def_abstract_eval(lambda x: x)
+stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), None))
+stop_gradient_p.def_vjp(lambda ct, out, x: [None])
+stop_gradient_p.def_vmap(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
+
+
+def stop_gradient(x):
+    """x unchanged, with zero derivative in every mode (applies to each leaf of a pytree)."""
+    def leaf(v):
+        v = operand(v, "stop_gradient")
+        return stop_gradient_p.bind(v) if dtypes.is_float(v.dtype) else v
+    return tree.map(leaf, x)

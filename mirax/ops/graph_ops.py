@@ -20,6 +20,9 @@ from mirax.ops.composite import cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
     add, convert_element_type, div, eq, exp, is_finite, max, mul, select, sub, zeros_like)
 from mirax.ops.shape import broadcast_in_dim, iota, reshape
+from mirax.core.array import Array
+from mirax.ops import shape as shape_ops
+from mirax.interpreters.vmap import move_bdim
 
 
 # --- graph ops: index_select / index_add (each the other's adjoint) ----------------------
@@ -27,7 +30,6 @@ from mirax.ops.shape import broadcast_in_dim, iota, reshape
 # idx[i] = r, accumulated in index order (np.add.at), so repeated indices are bitwise
 # deterministic. Both are linear in x: each one's transpose is the other.
 def _check_indices(idx, n, op):
-    from mirax.core.array import Array
     if isinstance(idx, Array) and idx.size:
         buf = np.asarray(idx)
         lo, hi = int(buf.min()), int(buf.max())
@@ -35,7 +37,7 @@ def _check_indices(idx, n, op):
             raise ValueError(f"{op}: index {lo if lo < 0 else hi} is out of range for {n} rows")
 
 
-def _np_check(idx, n, op):
+def check_rows(idx, n, op):
     if idx.size and (idx.min() < 0 or idx.max() >= n):
         bad = idx.min() if idx.min() < 0 else idx.max()
         raise ValueError(f"{op}: index {bad} is out of range for {n} rows")
@@ -77,7 +79,7 @@ index_select_p.def_abstract_eval(
 
 @index_select_p.def_impl
 def _index_select_impl(x, idx):
-    _np_check(idx, x.shape[0], "index_select")
+    check_rows(idx, x.shape[0], "index_select")
     return np.take(x, idx, axis=0)
 
 
@@ -90,11 +92,9 @@ index_select_p.def_transpose(lambda ct, x, idx: [
 
 @index_select_p.def_vmap
 def _index_select_vmap(args, dims):
-    from mirax.ops.shape import moveaxis
-    from mirax.transforms.vmap import move_bdim
     (x, idx), (dx, di) = args, dims
     if di is None:                       # rows of x stay axis 0; the batch rides along
-        return index_select_p.bind(moveaxis(x, dx, 1), idx), 1
+        return index_select_p.bind(shape_ops.moveaxis(x, dx, 1), idx), 1
     size = aval_of(idx).shape[di]
     idx = move_bdim(idx, di, 0, size)
     if dx is None:
@@ -123,7 +123,7 @@ def _index_add_abstract_eval(x, idx, *, num_rows):
 
 @index_add_p.def_impl
 def _index_add_impl(x, idx, *, num_rows):
-    _np_check(idx, num_rows, "index_add")
+    check_rows(idx, num_rows, "index_add")
     acc = np.float32 if x.dtype in (dtypes.float16, dtypes.bfloat16) else x.dtype
     out = np.zeros((num_rows,) + x.shape[1:], acc)
     np.add.at(out, idx, x)
@@ -142,7 +142,6 @@ def _segment_vmap(prim, ids_pos, num_param):
     `num_param` segments, and whose outputs are rows too: with unbatched ids the batch
     axis rides along at axis 1; with batched ids each member's segments are offset."""
     def rule(args, dims, **params):
-        from mirax.transforms.vmap import move_bdim
         ids, di = args[ids_pos], dims[ids_pos]
         size = batch_size(args, dims)
         rows = [i for i in range(len(args)) if i != ids_pos]
@@ -183,8 +182,7 @@ def segment_sum(x, segment_ids, num_segments):
 
 
 def _segment_counts(ids, num, like):
-    from mirax.ops.shape import full
-    ones = full((aval_of(ids).shape[0],), 1, aval_of(like).dtype)
+    ones = shape_ops.full((aval_of(ids).shape[0],), 1, aval_of(like).dtype)
     return index_add_p.bind(ones, ids, num_rows=num)
 
 
@@ -213,7 +211,7 @@ segment_max_p.def_abstract_eval(lambda x, ids, *, num_segments: ShapedArray(
 
 @segment_max_p.def_impl
 def _segment_max_impl(x, ids, *, num_segments):
-    _np_check(ids, num_segments, "segment_max")
+    check_rows(ids, num_segments, "segment_max")
     low = -np.inf if dtypes.is_float(x.dtype) else dtypes.iinfo(x.dtype).min
     out = np.full((num_segments,) + x.shape[1:], low, x.dtype)
     np.maximum.at(out, ids, x)

@@ -29,6 +29,9 @@ from mirax.core.trace import aval_of
 from mirax.ops import elementwise as ew
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.shape import broadcast_in_dim, broadcast_to, full, iota, moveaxis, reshape
+from mirax.interpreters.vmap import move_bdim
+from mirax.ops import shape as shape_ops
+from mirax.ops import common as common_ops
 
 __all__ = ["dynamic_slice", "dynamic_update_slice", "dynamic_slice_in_dim",
            "dynamic_index_in_dim", "dynamic_update_slice_in_dim", "dynamic_update_index_in_dim",
@@ -44,7 +47,6 @@ def _zeros(aval, dtype=None):
 
 def _to_front(x, d, size):
     """x with its batch axis at 0 (broadcast to `size` when unbatched)."""
-    from mirax.transforms.vmap import move_bdim
     return move_bdim(x, d, 0, size)
 
 
@@ -78,16 +80,14 @@ def _window_indices(starts, shape, sizes, size):
         pos = ew.add(broadcast_in_dim(s, (size,) + tuple(sizes), (0,)),
                      iota(dtypes.int32, (size,) + tuple(sizes), a + 1))
         grids.append(reshape(pos, pos.shape + (1,)))
-    from mirax.ops.shape import concatenate
-    return concatenate(grids, len(sizes) + 1)
+    return shape_ops.concatenate(grids, len(sizes) + 1)
 
 
 def _with_batch_index(idx, size):
     """idx [B, ..., k] -> [B, ..., k + 1] with the batch position prepended (for axis 0)."""
-    from mirax.ops.shape import concatenate
     a = aval_of(idx)
     b = iota(a.dtype, a.shape[:-1] + (1,), 0)
-    return concatenate([b, idx], a.ndim - 1)
+    return shape_ops.concatenate([b, idx], a.ndim - 1)
 
 
 # --- dynamic_slice ------------------------------------------------------------------------
@@ -173,22 +173,24 @@ dynamic_update_slice_p = Primitive("dynamic_update_slice")
 def dynamic_update_slice(x, update, start_indices, *, allow_negative_indices=True):
     """lax.dynamic_update_slice: x with the window at (clamped) start_indices = update; a
     negative start counts from the end first (allow_negative_indices, as JAX)."""
-    from mirax.ops.common import promote
-    x, update = promote("dynamic_update_slice", operand(x, "dynamic_update_slice"), update)
+    x = operand(x, "dynamic_update_slice")
+    x, update = common_ops.promote("dynamic_update_slice", x, update)
     if len(start_indices) != x.ndim:
-        raise ValueError(f"dynamic_update_slice: {len(start_indices)} start indices for "
-                         f"{short(x)}")
-    starts = _start_operands(start_indices, "dynamic_update_slice",
-                             x.shape if allow_negative_indices else None)
+        raise ValueError(f"dynamic_update_slice: {len(start_indices)} start indices for {short(x)}")
+    starts = _start_operands(
+        start_indices, "dynamic_update_slice", x.shape if allow_negative_indices else None
+    )
     return dynamic_update_slice_p.bind(x, update, *starts)
 
 
 @dynamic_update_slice_p.def_abstract_eval
 def _dynamic_update_slice_abstract_eval(x, update, *starts):
-    if update.ndim != x.ndim or any(u > n for u, n in zip(update.shape, x.shape)) or \
-            update.dtype != x.dtype:
-        raise ValueError(f"dynamic_update_slice: update {short(update)} does not fit in "
-                         f"{short(x)}")
+    if (
+        update.ndim != x.ndim
+        or any(u > n for u, n in zip(update.shape, x.shape))
+        or update.dtype != x.dtype
+    ):
+        raise ValueError(f"dynamic_update_slice: update {short(update)} does not fit in {short(x)}")
     return ShapedArray(x.shape, x.dtype)
 
 
@@ -200,7 +202,7 @@ def _dynamic_update_slice_impl(x, update, *starts):
     return out
 
 
-@dynamic_update_slice_p.def_jvp          # linear in (x, update) jointly
+@dynamic_update_slice_p.def_jvp  # linear in (x, update) jointly
 def _dynamic_update_slice_jvp(primals, tangents, *_unused):
     x, u, *starts = primals
     tx, tu = tangents[:2]
@@ -233,8 +235,7 @@ def _dynamic_update_slice_vmap(args, dims):
     return scatter(x, idx, u, tuple(range(len(shape) + 1))), 0
 
 
-def dynamic_update_slice_in_dim(x, update, start_index, axis=0, *,
-                                allow_negative_indices=True):
+def dynamic_update_slice_in_dim(x, update, start_index, axis=0, *, allow_negative_indices=True):
     x = operand(x, "dynamic_update_slice_in_dim")
     starts = [0] * x.ndim
     starts[axis] = start_index
@@ -255,16 +256,17 @@ def _rest(ndim, axes):
 
 def _check_indices(op, x, idx, axes):
     if not dtypes.is_int(idx.dtype) or idx.ndim < 1 or idx.shape[-1] != len(axes):
-        raise TypeError(f"{op}: indices must be an integer array of shape batch + "
-                        f"({len(axes)},) for axes {axes}, got {short(idx)}")
+        raise TypeError(
+            f"{op}: indices must be an integer array of shape batch + "
+            f"({len(axes)},) for axes {axes}, got {short(idx)}"
+        )
     if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
         raise ValueError(f"{op}: axes {axes} are not distinct axes of {short(x)}")
     return idx.shape[:-1] + tuple(x.shape[a] for a in _rest(x.ndim, axes))
 
 
 def _normalize_axes_param(axes, ndim, op):
-    from mirax.ops.common import normalize_axis
-    return tuple(normalize_axis(a, ndim, op) for a in axes)
+    return tuple(common_ops.normalize_axis(a, ndim, op) for a in axes)
 
 
 def _default_fill(dtype):
@@ -297,8 +299,9 @@ def gather(x, indices, axes, mode="clip", fill_value=None):
     if mode not in ("clip", "fill"):
         raise ValueError(f"gather: mode must be 'clip' or 'fill', got {mode!r}")
     _check_indices("gather", x, idx, axes)
-    fill = None if mode == "clip" else (_default_fill(x.dtype) if fill_value is None
-                                        else fill_value)
+    fill = (
+        None if mode == "clip" else (_default_fill(x.dtype) if fill_value is None else fill_value)
+    )
     return gather_p.bind(x, idx, axes=axes, mode=mode, fill_value=fill)
 
 
@@ -324,13 +327,13 @@ def _gather_impl(x, idx, *, axes, mode, fill_value):
     return np.where(ok, out, np.asarray(fill_value).astype(x.dtype))
 
 
-@gather_p.def_jvp                         # linear in x; indices carry no tangent
+@gather_p.def_jvp  # linear in x; indices carry no tangent
 def _gather_jvp(primals, tangents, **params):
     (x, idx), t = primals, tangents[0]
     return gather_p.bind(x, idx, **params), None if t is None else gather_p.bind(t, idx, **params)
 
 
-@gather_p.def_transpose                   # the adjoint of gather is scatter-add
+@gather_p.def_transpose  # the adjoint of gather is scatter-add
 def _gather_transpose(ct, x, idx, *, axes, mode, fill_value):
     zeros = _zeros(aval_of(x), aval_of(ct).dtype)
     return [scatter_add_p.bind(zeros, idx, ct, axes=axes, mode=_SCATTER_FOR[mode]), None]
@@ -340,12 +343,12 @@ def _gather_transpose(ct, x, idx, *, axes, mode, fill_value):
 def _gather_vmap(args, dims, *, axes, mode, fill_value):
     (x, idx), (dx, di) = args, dims
     params = dict(mode=mode, fill_value=fill_value)
-    if di is None:                        # batch axis of x becomes the first rest axis
+    if di is None:  # batch axis of x becomes the first rest axis
         x = moveaxis(x, dx, 0) if dx else x
         out = gather_p.bind(x, idx, axes=tuple(a + 1 for a in axes), **params)
         return out, aval_of(idx).ndim - 1
     idx = moveaxis(idx, di, 0) if di else idx
-    if dx is None:                        # the batch axis of idx is a batch axis of the output
+    if dx is None:  # the batch axis of idx is a batch axis of the output
         return gather_p.bind(x, idx, axes=axes, **params), 0
     x = moveaxis(x, dx, 0) if dx else x
     idx = _with_batch_index(idx, aval_of(idx).shape[0])
@@ -363,16 +366,18 @@ def _scatter_primitive(name, op):
     def _abstract_eval(x, idx, upd, *, axes, mode):
         want = _check_indices(name, x, idx, axes)
         if tuple(upd.shape) != want or upd.dtype != x.dtype:
-            raise ValueError(f"{name}: updates {short(upd)} should be "
-                             f"{short(ShapedArray(want, x.dtype))} for indices {short(idx)} "
-                             f"into {short(x)} along axes {axes}")
+            raise ValueError(
+                f"{name}: updates {short(upd)} should be "
+                f"{short(ShapedArray(want, x.dtype))} for indices {short(idx)} "
+                f"into {short(x)} along axes {axes}"
+            )
         return ShapedArray(x.shape, x.dtype)
 
     @p.def_impl
     def _impl(x, idx, upd, *, axes, mode):
         out = np.array(x, copy=True)
         k, shape = len(axes), tuple(x.shape[a] for a in axes)
-        if k == 0:                        # every update hits the whole array
+        if k == 0:  # every update hits the whole array
             view = out[None]
             idx = np.zeros(idx.shape[:-1] + (1,), idx.dtype)
             axes, k, shape = (0,), 1, (1,)
@@ -380,7 +385,7 @@ def _scatter_primitive(name, op):
             view = out
         if any(n == 0 for n in shape) or upd.size == 0:
             return out
-        ot = np.moveaxis(view, axes, tuple(range(k)))     # a view: writes land in out
+        ot = np.moveaxis(view, axes, tuple(range(k)))  # a view: writes land in out
         ii = tuple(idx[..., j] for j in range(k))
         if mode == "clip":
             ii = tuple(np.clip(i, 0, n - 1) for i, n in zip(ii, shape))
@@ -398,36 +403,40 @@ def _scatter_primitive(name, op):
         (x, idx, upd), (dx, di, du) = args, dims
         size = batch_size(args, dims)
         x = _to_front(x, dx, size)
-        if di is None:                    # the batch axis is the first rest axis
-            from mirax.transforms.vmap import move_bdim
+        if di is None:  # the batch axis is the first rest axis
             upd = move_bdim(upd, du, aval_of(idx).ndim - 1, size)
             return p.bind(x, idx, upd, axes=tuple(a + 1 for a in axes), mode=mode), 0
         idx = _with_batch_index(moveaxis(idx, di, 0) if di else idx, size)
         upd = _to_front(upd, du, size)
         return p.bind(x, idx, upd, axes=(0,) + tuple(a + 1 for a in axes), mode=mode), 0
+
     return p
 
 
 def _scatter_wrapper(p, op_name):
     def wrapper(x, indices, updates, axes, mode="drop"):
-        from mirax.ops.common import cast
         x, idx = operand(x, op_name), operand(indices, op_name)
         axes = _normalize_axes_param(axes, x.ndim, op_name)
         if mode not in ("clip", "drop"):
             raise ValueError(f"{op_name}: mode must be 'clip' or 'drop', got {mode!r}")
         want = _check_indices(op_name, x, idx, axes)
-        updates = cast(updates, x.dtype, op=op_name)
+        updates = common_ops.cast(updates, x.dtype, op=op_name)
         try:
             updates = broadcast_to(updates, want)
         except ValueError:
-            raise ValueError(f"{op_name}: updates {short(updates)} do not broadcast to "
-                             f"{list(want)} (indices {short(idx)} into {short(x)} along "
-                             f"axes {axes})") from None
+            raise ValueError(
+                f"{op_name}: updates {short(updates)} do not broadcast to "
+                f"{list(want)} (indices {short(idx)} into {short(x)} along "
+                f"axes {axes})"
+            ) from None
         return p.bind(x, idx, updates, axes=axes, mode=mode)
+
     wrapper.__name__ = op_name
-    wrapper.__doc__ = (f"x with `updates` combined ({op_name}) at gather positions `indices` "
-                       "along `axes`; updates have shape indices.shape[:-1] + rest of x. "
-                       "mode 'drop' ignores out-of-bounds updates, 'clip' clamps them.")
+    wrapper.__doc__ = (
+        f"x with `updates` combined ({op_name}) at gather positions `indices` "
+        "along `axes`; updates have shape indices.shape[:-1] + rest of x. "
+        "mode 'drop' ignores out-of-bounds updates, 'clip' clamps them."
+    )
     return wrapper
 
 
@@ -440,7 +449,7 @@ scatter_add_p = _scatter_primitive("scatter_add", "add")
 scatter_add = _scatter_wrapper(scatter_add_p, "scatter_add")
 
 
-@scatter_add_p.def_jvp                    # linear in (x, updates) jointly
+@scatter_add_p.def_jvp  # linear in (x, updates) jointly
 def _scatter_add_jvp(primals, tangents, **params):
     x, idx, u = primals
     tx, _, tu = tangents
@@ -450,10 +459,11 @@ def _scatter_add_jvp(primals, tangents, **params):
     return out, scatter_add_p.bind(_inst(tx, x), idx, tu, **params)
 
 
-@scatter_add_p.def_transpose              # the adjoint of scatter-add is gather
+@scatter_add_p.def_transpose  # the adjoint of scatter-add is gather
 def _scatter_add_transpose(ct, x, idx, u, *, axes, mode):
-    ct_u = gather_p.bind(ct, idx, axes=axes, mode=_GATHER_FOR[mode],
-                         fill_value=None if mode == "clip" else 0)
+    ct_u = gather_p.bind(
+        ct, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else 0
+    )
     return [ct, None, ct_u]
 
 
@@ -462,7 +472,7 @@ scatter_p = _scatter_primitive("scatter", "set")
 scatter = _scatter_wrapper(scatter_p, "scatter")
 
 
-@scatter_p.def_jvp                        # linear in (x, updates); the same update wins
+@scatter_p.def_jvp  # linear in (x, updates); the same update wins
 def _scatter_jvp(primals, tangents, **params):
     x, idx, u = primals
     tx, _, tu = tangents
@@ -478,12 +488,16 @@ def _scatter_vjp(ct, out, x, idx, u, *, axes, mode):
     ct_x = scatter_p.bind(ct, idx, _zeros(ua, aval_of(ct).dtype), axes=axes, mode=mode)
     # only the update that won each position receives its cotangent
     ids = reshape(iota(dtypes.int32, (ua.size,)), ua.shape)
-    owner = scatter_p.bind(full(aval_of(x).shape, -1, dtypes.int32), idx, ids,
-                           axes=axes, mode=mode)
-    won = ew.eq(gather_p.bind(owner, idx, axes=axes, mode=_GATHER_FOR[mode],
-                              fill_value=None if mode == "clip" else -2), ids)
-    g = gather_p.bind(ct, idx, axes=axes, mode=_GATHER_FOR[mode],
-                      fill_value=None if mode == "clip" else 0)
+    owner = scatter_p.bind(full(aval_of(x).shape, -1, dtypes.int32), idx, ids, axes=axes, mode=mode)
+    won = ew.eq(
+        gather_p.bind(
+            owner, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else -2
+        ),
+        ids,
+    )
+    g = gather_p.bind(
+        ct, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else 0
+    )
     return [ct_x, None, ew.select(won, g, ew.zeros_like(g))]
 
 
@@ -494,11 +508,12 @@ scatter_mul = _scatter_wrapper(scatter_mul_p, "scatter_mul")
 
 
 def _gather_like(v, idx, axes, mode):
-    return gather_p.bind(v, idx, axes=axes, mode=_GATHER_FOR[mode],
-                         fill_value=None if mode == "clip" else 0)
+    return gather_p.bind(
+        v, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else 0
+    )
 
 
-@scatter_mul_p.def_jvp                    # d(x * prod u) = dx * prod u + x du (unique)
+@scatter_mul_p.def_jvp  # d(x * prod u) = dx * prod u + x du (unique)
 def _scatter_mul_jvp(primals, tangents, *, axes, mode):
     x, idx, u = primals
     tx, _, tu = tangents
@@ -522,11 +537,17 @@ def _scatter_mul_vjp(ct, out, x, idx, u, *, axes, mode):
 def _minmax_weights(x, idx, u, out, axes, mode):
     dt = aval_of(out).dtype
     x_hit = ew.convert_element_type(ew.eq(x, out), dt)
-    back = gather_p.bind(out, idx, axes=axes, mode=_GATHER_FOR[mode],
-                         fill_value=None if mode == "clip" else float("nan"))
+    back = gather_p.bind(
+        out,
+        idx,
+        axes=axes,
+        mode=_GATHER_FOR[mode],
+        fill_value=None if mode == "clip" else float("nan"),
+    )
     u_hit = ew.convert_element_type(ew.eq(u, back), dt)
-    count = ew.add(x_hit, scatter_add_p.bind(ew.zeros_like(x_hit), idx, u_hit,
-                                             axes=axes, mode=mode))
+    count = ew.add(
+        x_hit, scatter_add_p.bind(ew.zeros_like(x_hit), idx, u_hit, axes=axes, mode=mode)
+    )
     return x_hit, u_hit, ew.max(count, 1.0)
 
 

@@ -16,12 +16,18 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of
-from mirax.ir.interpret import eval_graph
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.scan import scan, scan_p
 from mirax.ops.subgraph import (
     cached, carry_check, compiled, interleave, is_float, jvp_graph, permute, promote_weak,
     rule_graph, same_aval, to_front, trace_fn, vmap_graph)
+from mirax.interpreters.jvp import instantiate
+from mirax.ops import control_flow as control_flow_ops
+from mirax.interpreters.vjp import vjp_flat
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import shape as shape_ops
+from mirax.ops import reduction as reduction_ops
 
 while_p = Primitive("while", multiple_results=True)
 
@@ -93,7 +99,6 @@ def _while_impl(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_s
 @while_p.def_jvp
 def _while_jvp(primals, tangents, *, cond_graph, body_graph, cond_nconsts, body_nconsts,
                max_steps):
-    from mirax.transforms.jvp import instantiate
     cc, bc, init = _split_while(primals, cond_nconsts, body_nconsts)
     _, bc_t, init_t = _split_while(tangents, cond_nconsts, body_nconsts)
     nb, nk = len(bc), len(init)
@@ -123,8 +128,6 @@ def _while_jvp(primals, tangents, *, cond_graph, body_graph, cond_nconsts, body_
 @while_p.def_vjp
 def _while_vjp(cts, outs, *primals, cond_graph, body_graph, cond_nconsts, body_nconsts,
                max_steps):
-    from mirax.ops.control_flow import cond_p  # NOTE: lazy, control_flow re-exports loops
-    from mirax.transforms.vjp import vjp_flat
     if max_steps is None:
         raise ValueError(
             "while_loop: reverse-mode differentiation (grad / vjp) of a while_loop needs a "
@@ -140,9 +143,8 @@ def _while_vjp(cts, outs, *primals, cond_graph, body_graph, cond_nconsts, body_n
         def step(*args):
             carry = list(args[:nk])
             pred = eval_graph(cond_graph, *cc, *carry)[0]
-            from mirax.ops.elementwise import convert_element_type
-            idx = convert_element_type(pred, dtypes.int32)
-            return cond_p.bind(idx, *bc, *carry, branches=(ident, body_graph))
+            idx = elementwise_ops.convert_element_type(pred, dtypes.int32)
+            return control_flow_ops.cond_p.bind(idx, *bc, *carry, branches=(ident, body_graph))
         return _scan_from_fn(step, init, max_steps)
     diff_out = [is_float(o) for o in outs]
     _, bwd = vjp_flat(masked, list(primals))
@@ -200,19 +202,16 @@ def _while_vmap(args, dims, *, cond_graph, body_graph, cond_nconsts, body_nconst
 
 
 def _masked_body(cg, bg, xs, nc, nconsts):
-    from mirax.ops.elementwise import select
-    from mirax.ops.shape import broadcast_in_dim
     cc, bc, carry = list(xs[:nc]), list(xs[nc:nconsts]), list(xs[nconsts:])
     pred = eval_graph(cg, *cc, *carry)[0]
     new = eval_graph(bg, *bc, *carry)
-    return [select(broadcast_in_dim(pred, aval_of(c).shape, (0,)), n, c)
+    return [elementwise_ops.select(shape_ops.broadcast_in_dim(pred, aval_of(c).shape, (0,)), n, c)
             for n, c in zip(new, carry)]
 
 
 def _any(pred):
-    from mirax.ops.elementwise import convert_element_type, gt
-    from mirax.ops.reduction import reduce_max
-    return gt(reduce_max(convert_element_type(pred, dtypes.int32)), 0)
+    as_int = elementwise_ops.convert_element_type(pred, dtypes.int32)
+    return elementwise_ops.gt(reduction_ops.reduce_max(as_int), 0)
 
 
 # --- fori_loop ----------------------------------------------------------------------------
@@ -222,19 +221,21 @@ def fori_loop(lower, upper, body_fun, init_val):
     if not isinstance(lower, Tracer) and not isinstance(upper, Tracer):
         lo, hi = int(np.asarray(lower)), int(np.asarray(upper))
         dt = _index_dtype(lower, upper)
-        from mirax.ops.shape import full
 
         def step(carry, _):
             i, x = carry
             return (i + 1, body_fun(i, x)), None
-        (_, out), _ = scan(step, (full((), lo, dt), init_val), None, length=max(hi - lo, 0))
+
+        (_, out), _ = scan(
+            step, (shape_ops.full((), lo, dt), init_val), None, length=max(hi - lo, 0)
+        )
         return out
-    from mirax.ops.elementwise import convert_element_type
     dt = _index_dtype(lower, upper)
-    lo = convert_element_type(operand(lower, "fori_loop"), dt)
-    hi = convert_element_type(operand(upper, "fori_loop"), dt)
-    _, out = while_loop(lambda c: c[0] < hi, lambda c: (c[0] + 1, body_fun(c[0], c[1])),
-                        (lo, init_val))
+    lo = elementwise_ops.convert_element_type(operand(lower, "fori_loop"), dt)
+    hi = elementwise_ops.convert_element_type(operand(upper, "fori_loop"), dt)
+    _, out = while_loop(
+        lambda c: c[0] < hi, lambda c: (c[0] + 1, body_fun(c[0], c[1])), (lo, init_val)
+    )
     return out
 
 

@@ -28,14 +28,10 @@ from mirax.ops.elementwise import (
     logistic, lt, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import broadcast_in_dim, iota, reshape
-# Re-exports (the names lived here before the split). _index_add_impl and _np_check are
-# imported by the CPU backend's kernels.
-from mirax.ops.graph_ops import (  # noqa: F401
-    _index_add_impl, _np_check, embedding, index_add, index_add_p, index_select,
-    index_select_p, segment_max, segment_max_p, segment_mean, segment_softmax,
-    segment_softmax_p, segment_sum)
-from mirax.ops.quant import (  # noqa: F401
-    fake_quantize, fake_quantize_p, ste_round, ste_round_p, ste_sign, ste_sign_p)
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import shape as shape_ops
+from mirax.core.array import Array
+from mirax.ops import dot as dot_ops
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
@@ -170,12 +166,10 @@ def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False):
 
 
 def _logsumexp_signed(x, axes, b, keepdims):
-    from mirax.ops.elementwise import sign
-    from mirax.transforms.custom import stop_gradient
-    m = stop_gradient(_safe_max(x, axes))     # all -inf: the sum is 0, its log -inf
+    m = elementwise_ops.stop_gradient(_safe_max(x, axes))     # all -inf: the sum is 0, its log -inf
     e = exp(sub(x, _back(m, x.shape, axes)))
     total = reduce_sum(e if b is None else mul(e, b), axes)
-    out, sgn = add(log(abs(total)), m), sign(total)
+    out, sgn = add(log(abs(total)), m), elementwise_ops.sign(total)
     if keepdims:
         kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape))
         out, sgn = reshape(out, kept), reshape(sgn, kept)
@@ -502,13 +496,13 @@ def mish(x):
 
 def glu(x, axis=-1):
     """Gated linear unit: a * sigmoid(b), a and b the two halves of x along axis."""
-    from mirax.ops.shape import slice_in_dim
     x = float_operand(x, "glu")
     ax = normalize_axis(axis, x.ndim, "glu", x)
     n = x.shape[ax]
     if n % 2:
         raise ValueError(f"glu: axis {axis} of {short(x)} must have an even size")
-    a, b = slice_in_dim(x, 0, n // 2, axis=ax), slice_in_dim(x, n // 2, n, axis=ax)
+    a = shape_ops.slice_in_dim(x, 0, n // 2, axis=ax)
+    b = shape_ops.slice_in_dim(x, n // 2, n, axis=ax)
     return mul(a, logistic(b))
 
 
@@ -519,7 +513,7 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5):
     n = float(math.prod(x.shape[a] for a in axes))
     if mean is None:
         mean = _back(div(reduce_sum(x, axes), n), x.shape, axes)
-    if variance is None:   # E[x^2] - E[x]^2, as jax.nn.standardize
+    if variance is None:  # E[x^2] - E[x]^2, as jax.nn.standardize
         sq = _back(div(reduce_sum(mul(x, x), axes), n), x.shape, axes)
         variance = sub(sq, mul(mean, mean))
     return mul(sub(x, mean), rsqrt(add(variance, epsilon)))
@@ -548,22 +542,17 @@ def _attn_window_np(t, s, is_causal, window):
 
 def _attn_valid(mask, shape, is_causal, window):
     """The bool [B,H,T,S] of scores that attend, or None when all do."""
-    from mirax.ops.elementwise import logical_and
-    from mirax.ops.shape import broadcast_to
-    valid = None if mask is None else broadcast_to(mask, shape)
+    valid = None if mask is None else shape_ops.broadcast_to(mask, shape)
     if is_causal or window is not None:
-        from mirax.core.array import Array
         local = Array(_attn_window_np(shape[2], shape[3], is_causal, window))
         local = broadcast_in_dim(local, shape, (2, 3))
-        valid = local if valid is None else logical_and(valid, local)
+        valid = local if valid is None else elementwise_ops.logical_and(valid, local)
     return valid
 
 
 def _attn_body(*args, scale, is_causal, window, has_mask, has_bias):
-    from mirax.ops.dot import dot_general
-    from mirax.ops.shape import transpose
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
-    s = mul(dot_general(q, k, (((3,), (3,)), ((0, 2), (0, 2)))), scale)  # [B,H,T,S]
+    s = mul(dot_ops.dot_general(q, k, (((3,), (3,)), ((0, 2), (0, 2)))), scale)  # [B,H,T,S]
     if bias is not None:
         s = add(s, bias)
     valid = _attn_valid(mask, s.shape, is_causal, window)
@@ -576,8 +565,8 @@ def _attn_body(*args, scale, is_causal, window, has_mask, has_bias):
         den = reduce_sum(e, (3,))
         den = select(gt(den, 0), den, add(zeros_like(den), 1.0))
         p = div(e, _back(den, s.shape, (3,)))
-    o = dot_general(p, v, (((3,), (1,)), ((0, 1), (0, 2))))  # [B,H,T,Dv]
-    return transpose(o, (0, 2, 1, 3))
+    o = dot_ops.dot_general(p, v, (((3,), (1,)), ((0, 1), (0, 2))))  # [B,H,T,Dv]
+    return shape_ops.transpose(o, (0, 2, 1, 3))
 
 
 @quiet_np
@@ -611,22 +600,25 @@ def _np_unbroadcast(g, shape):
 
 def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask, has_bias):
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
-    p = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)   # [B,H,T,S]
-    do = ct.transpose(0, 2, 1, 3)                                     # [B,H,T,Dv]
-    dv = np.matmul(p.transpose(0, 1, 3, 2), do)                       # [B,H,S,Dv]
-    dp = np.matmul(do, v.transpose(0, 2, 3, 1))                       # [B,H,T,S]
-    ds = p * (dp - np.sum(dp * p, -1, keepdims=True))                 # softmax backward
-    grads = {0: np.matmul(ds, k.transpose(0, 2, 1, 3)) * scale,       # [B,H,T,D]
-             1: np.matmul(ds.transpose(0, 1, 3, 2), q.transpose(0, 2, 1, 3)) * scale,
-             2: dv}
+    p = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)  # [B,H,T,S]
+    do = ct.transpose(0, 2, 1, 3)  # [B,H,T,Dv]
+    dv = np.matmul(p.transpose(0, 1, 3, 2), do)  # [B,H,S,Dv]
+    dp = np.matmul(do, v.transpose(0, 2, 3, 1))  # [B,H,T,S]
+    ds = p * (dp - np.sum(dp * p, -1, keepdims=True))  # softmax backward
+    grads = {
+        0: np.matmul(ds, k.transpose(0, 2, 1, 3)) * scale,  # [B,H,T,D]
+        1: np.matmul(ds.transpose(0, 1, 3, 2), q.transpose(0, 2, 1, 3)) * scale,
+        2: dv,
+    }
     grads = {i: g.transpose(0, 2, 1, 3) for i, g in grads.items()}
     if bias is not None:
         grads[3 + has_mask] = _np_unbroadcast(ds, bias.shape)
     return [cast_like(grads[i], q) for i in wrt]
 
 
-dot_product_attention_p = composite("dot_product_attention", _attn_body, impl=_attn_impl,
-                                    bwd_impl=_attn_bwd_impl)
+dot_product_attention_p = composite(
+    "dot_product_attention", _attn_body, impl=_attn_impl, bwd_impl=_attn_bwd_impl
+)
 
 
 def _attn_extra(x, shape, op, what, is_mask):
@@ -634,36 +626,47 @@ def _attn_extra(x, shape, op, what, is_mask):
     if is_mask and x.dtype != np.bool_:
         raise TypeError(f"{op}: mask must be bool (True = attend), got {short(x)}")
     if x.ndim > 4 or any(a not in (1, b) for a, b in zip(x.shape[::-1], shape[::-1])):
-        raise ValueError(f"{op}: {what} {short(x)} does not broadcast to the scores "
-                         f"[B,H,T,S] = {list(shape)}")
+        raise ValueError(
+            f"{op}: {what} {short(x)} does not broadcast to the scores [B,H,T,S] = {list(shape)}"
+        )
     return reshape(x, (1,) * (4 - x.ndim) + tuple(x.shape))
 
 
-def dot_product_attention(q, k, v, mask=None, is_causal=False, bias=None,
-                          sliding_window=None, scale=None):
+def dot_product_attention(
+    q, k, v, mask=None, is_causal=False, bias=None, sliding_window=None, scale=None
+):
     """softmax(q k^T * scale + bias, masked) v over q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv].
 
     `sliding_window` w (or (left, right)) lets query t attend keys t-left .. t+right, as
     JAX's local_window_size; with is_causal, right is 0 anyway."""
     op = "dot_product_attention"
     q, k, v = promote(op, float_operand(q, op), float_operand(k, op), float_operand(v, op))
-    if not (q.ndim == k.ndim == v.ndim == 4) or q.shape[0] != k.shape[0] or \
-            q.shape[2] != k.shape[2] or q.shape[3] != k.shape[3] or \
-            tuple(k.shape[:3]) != tuple(v.shape[:3]):
-        raise ValueError(f"{op}: want q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv]; got "
-                         f"{short(q)}, {short(k)}, {short(v)}")
+    if (
+        not (q.ndim == k.ndim == v.ndim == 4)
+        or q.shape[0] != k.shape[0]
+        or q.shape[2] != k.shape[2]
+        or q.shape[3] != k.shape[3]
+        or tuple(k.shape[:3]) != tuple(v.shape[:3])
+    ):
+        raise ValueError(
+            f"{op}: want q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv]; got "
+            f"{short(q)}, {short(k)}, {short(v)}"
+        )
     shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
     args = [q, k, v]
     if mask is not None:
         args.append(_attn_extra(mask, shape, op, "mask", True))
     if bias is not None:
-        args.append(convert_element_type(_attn_extra(bias, shape, op, "bias", False),
-                                         q.dtype))
+        args.append(convert_element_type(_attn_extra(bias, shape, op, "bias", False), q.dtype))
     if sliding_window is not None:
         w = sliding_window
         sliding_window = (int(w), int(w)) if np.ndim(w) == 0 else tuple(map(int, w))
     scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
-    return dot_product_attention_p.bind(*args, scale=scale, is_causal=bool(is_causal),
-                                        window=sliding_window, has_mask=mask is not None,
-                                        has_bias=bias is not None)
-
+    return dot_product_attention_p.bind(
+        *args,
+        scale=scale,
+        is_causal=bool(is_causal),
+        window=sliding_window,
+        has_mask=mask is not None,
+        has_bias=bias is not None,
+    )

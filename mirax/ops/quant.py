@@ -13,6 +13,8 @@ from mirax.core.primitive import Primitive
 from mirax.ops.common import float_operand, promote, short
 from mirax.ops.composite import cast_like
 from mirax.ops.elementwise import add, div, ge, select, zeros_like
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import common as common_ops
 
 
 # --- straight-through estimators ----------------------------------------------------------
@@ -54,9 +56,8 @@ fake_quantize_p.def_abstract_eval(lambda x, s, z, *, bits: ShapedArray(
 
 
 def _fq_in_range(x, scale, zero_point, bits):
-    from mirax.ops.elementwise import le, logical_and, round
-    r = add(round(div(x, scale)), zero_point)
-    return logical_and(ge(r, 0), le(r, float(2 ** bits - 1)))
+    r = add(elementwise_ops.round(div(x, scale)), zero_point)
+    return elementwise_ops.logical_and(ge(r, 0), elementwise_ops.le(r, float(2 ** bits - 1)))
 
 
 @fake_quantize_p.def_jvp
@@ -75,8 +76,7 @@ def _fake_quantize_vjp(ct, out, x, scale, zero_point, *, bits):
 
 
 def _fake_quantize_vmap(args, dims, *, bits):
-    from mirax.ops.elementwise import _nary_vmap
-    return _nary_vmap(fake_quantize_p)(args, dims, bits=bits)
+    return elementwise_ops._nary_vmap(fake_quantize_p)(args, dims, bits=bits)
 
 
 fake_quantize_p.def_vmap(_fake_quantize_vmap)
@@ -87,8 +87,7 @@ def fake_quantize(x, scale, zero_point, bits=8):
     straight-through gradient (identity inside the representable range, 0 outside)."""
     x = float_operand(x, "fake_quantize")
     x, scale, zero_point = promote("fake_quantize", x, scale, zero_point)
-    from mirax.ops.common import broadcast_shapes
-    if broadcast_shapes("fake_quantize", x, scale, zero_point) != tuple(x.shape):
+    if common_ops.broadcast_shapes("fake_quantize", x, scale, zero_point) != tuple(x.shape):
         raise ValueError(f"fake_quantize: scale {short(scale)} and zero_point "
                          f"{short(zero_point)} must broadcast to {short(x)}")
     return fake_quantize_p.bind(x, scale, zero_point, bits=int(bits))

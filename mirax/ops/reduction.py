@@ -10,7 +10,10 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.ops import cumulative as cumulative_ops
 from mirax.ops.common import normalize_axes, normalize_axis, operand, short
+from mirax.ops import shape as shape_ops
+from mirax.ops import elementwise as elementwise_ops
 
 
 def _drop_axes(shape, axes):
@@ -32,8 +35,7 @@ def _out_bdim(axes, bdim):
 
 def _expand_back(y, shape, axes):
     """Broadcast a reduced value back to the operand's shape."""
-    from mirax.ops.shape import broadcast_in_dim
-    return broadcast_in_dim(y, shape, _kept(len(shape), axes))
+    return shape_ops.broadcast_in_dim(y, shape, _kept(len(shape), axes))
 
 
 def _low_precision(dtype) -> bool:
@@ -90,22 +92,25 @@ def _minmax(name, np_fn):
     # d max: the cotangent is shared evenly among the entries that attain the max
     @p.def_vjp
     def vjp(ct, out, x, *, axes):
-        from mirax.ops.elementwise import convert_element_type, div, eq, mul
         shape = aval_of(x).shape
-        hit = convert_element_type(eq(x, _expand_back(out, shape, axes)), aval_of(x).dtype)
+        hit = elementwise_ops.convert_element_type(
+            elementwise_ops.eq(x, _expand_back(out, shape, axes)), aval_of(x).dtype
+        )
         count = reduce_sum(hit, axes)
-        return [mul(hit, _expand_back(div(ct, count), shape, axes))]
+        return [elementwise_ops.mul(hit, _expand_back(elementwise_ops.div(ct, count), shape, axes))]
 
     @p.def_jvp
     def jvp(primals, tangents, *, axes):
-        from mirax.ops.elementwise import convert_element_type, div, eq, mul
         (x,), (t,) = primals, tangents
         out = p.bind(x, axes=axes)
         if t is None:
             return out, None
-        hit = convert_element_type(eq(x, _expand_back(out, aval_of(x).shape, axes)),
-                                   aval_of(x).dtype)
-        return out, div(reduce_sum(mul(t, hit), axes), reduce_sum(hit, axes))
+        hit = elementwise_ops.convert_element_type(
+            elementwise_ops.eq(x, _expand_back(out, aval_of(x).shape, axes)), aval_of(x).dtype
+        )
+        return out, elementwise_ops.div(
+            reduce_sum(elementwise_ops.mul(t, hit), axes), reduce_sum(hit, axes)
+        )
 
     p.def_vmap(_reduction_vmap(p))
     return p
@@ -154,34 +159,37 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
     out = reduce_prod_p.bind(x, axes=axes)
     if t is None:
         return out, None
-    from mirax.ops.elementwise import mul
-    return out, reduce_sum(mul(t, _prod_others(x, axes)), axes)
+    return out, reduce_sum(elementwise_ops.mul(t, _prod_others(x, axes)), axes)
 
 
 @reduce_prod_p.def_vjp
 def _reduce_prod_vjp(ct, out, x, *, axes):
-    from mirax.ops.elementwise import mul
-    return [mul(_expand_back(ct, aval_of(x).shape, axes), _prod_others(x, axes))]
+    return [elementwise_ops.mul(_expand_back(ct, aval_of(x).shape, axes), _prod_others(x, axes))]
 
 
 def _prod_others(x, axes):
     """For each entry, the product of the other entries of its reduction group."""
-    from mirax.ops.cumulative import cumprod
-    from mirax.ops.elementwise import mul
-    from mirax.ops.shape import concatenate, full, reshape, slice_in_dim, transpose
     shape = aval_of(x).shape
     kept = _kept(len(shape), axes)
     perm = kept + tuple(axes)
-    xt = transpose(x, perm)
+    xt = shape_ops.transpose(x, perm)
     lead = tuple(shape[i] for i in kept)
     n = int(np.prod([shape[a] for a in axes]))
-    flat = reshape(xt, lead + (n,))
+    flat = shape_ops.reshape(xt, lead + (n,))
     ax = len(lead)
-    one = full(lead + (1,), 1, aval_of(x).dtype)
-    before = concatenate([one, slice_in_dim(cumprod(flat, ax), 0, n - 1, axis=ax)], ax)
-    after = concatenate([slice_in_dim(cumprod(flat, ax, reverse=True), 1, n, axis=ax), one], ax)
-    others = reshape(mul(before, after), tuple(xt.shape))
-    return transpose(others, tuple(np.argsort(perm)))
+    one = shape_ops.full(lead + (1,), 1, aval_of(x).dtype)
+    before = shape_ops.concatenate(
+        [one, shape_ops.slice_in_dim(cumulative_ops.cumprod(flat, ax), 0, n - 1, axis=ax)], ax
+    )
+    after = shape_ops.concatenate(
+        [
+            shape_ops.slice_in_dim(cumulative_ops.cumprod(flat, ax, reverse=True), 1, n, axis=ax),
+            one,
+        ],
+        ax,
+    )
+    others = shape_ops.reshape(elementwise_ops.mul(before, after), tuple(xt.shape))
+    return shape_ops.transpose(others, tuple(np.argsort(perm)))
 
 
 reduce_prod_p.def_vmap(_reduction_vmap(reduce_prod_p))
@@ -197,8 +205,7 @@ def _arg(name, np_fn):
             raise ValueError(f"{name}: empty axis {axis} of {short(x)}")
         return ShapedArray(_drop_axes(x.shape, (axis,)), index_dtype)
 
-    p.def_impl(lambda x, *, axis, index_dtype: np.asarray(np_fn(x, axis=axis)).astype(
-        index_dtype))
+    p.def_impl(lambda x, *, axis, index_dtype: np.asarray(np_fn(x, axis=axis)).astype(index_dtype))
     p.def_jvp(lambda primals, tangents, **params: (p.bind(*primals, **params), None))
     p.def_vjp(lambda ct, out, x, **params: [None])
 
@@ -206,6 +213,7 @@ def _arg(name, np_fn):
     def vmap(args, dims, *, axis, index_dtype):
         (x,), (d,) = args, dims
         return p.bind(x, axis=axis + (axis >= d), index_dtype=index_dtype), d - (d > axis)
+
     return p
 
 
@@ -215,11 +223,17 @@ argmin_p = _arg("argmin", np.argmin)
 
 def argmax(x, axis, index_dtype=dtypes.int32):
     x = operand(x, "argmax")
-    return argmax_p.bind(x, axis=normalize_axis(axis, x.ndim, "argmax", x),
-                         index_dtype=dtypes.canonicalize(index_dtype))
+    return argmax_p.bind(
+        x,
+        axis=normalize_axis(axis, x.ndim, "argmax", x),
+        index_dtype=dtypes.canonicalize(index_dtype),
+    )
 
 
 def argmin(x, axis, index_dtype=dtypes.int32):
     x = operand(x, "argmin")
-    return argmin_p.bind(x, axis=normalize_axis(axis, x.ndim, "argmin", x),
-                         index_dtype=dtypes.canonicalize(index_dtype))
+    return argmin_p.bind(
+        x,
+        axis=normalize_axis(axis, x.ndim, "argmin", x),
+        index_dtype=dtypes.canonicalize(index_dtype),
+    )

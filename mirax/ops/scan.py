@@ -19,12 +19,16 @@ from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
-from mirax.ir.graph import Graph
-from mirax.ir.interpret import eval_graph
+from mirax.graph.graph import Graph
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     batched_aval, cached, carry_check, compiled, interleave, is_float, jvp_graph, permute,
     promote_weak, rule_graph, same_aval, to_front, trace_fn, vmap_graph)
+from mirax.ops import shape as shape_ops
+from mirax.interpreters.jvp import instantiate
+from mirax.ops import elementwise as elementwise_ops
+from mirax.interpreters.vjp import vjp_flat
 
 scan_p = Primitive("scan", multiple_results=True)
 
@@ -86,54 +90,30 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
     return tree.unflatten(init_tree, outs[:nk]), tree.unflatten(y_box[0], outs[nk:])
 
 
-def map(f, xs, *, batch_size=None):  # noqa: A001 (lax.map)
-    """`stack([f(x) for x in xs])` over the leading axis, as a scan. With batch_size, f is
-    vmapped over chunks of that many elements and the scan runs over the chunks (a
-    remainder chunk is vmapped on its own), as JAX."""
-    if batch_size is None:
-        return scan(lambda c, x: (c, f(x)), None, xs)[1]
-    from mirax.ops.shape import concatenate, reshape, slice_in_dim
-    from mirax.transforms.vmap import vmap
-    leaves, treedef = tree.flatten(xs)
-    leaves = [operand(x, "map") for x in leaves]
-    b = int(batch_size)
-    if b < 1:
-        raise ValueError(f"map: batch_size must be positive, got {batch_size}")
-    n = aval_of(leaves[0]).shape[0] if leaves else 0
-    k, rem = divmod(n, b)
-    parts = []
-    if k:
-        chunks = [reshape(slice_in_dim(x, 0, k * b), (k, b) + tuple(aval_of(x).shape[1:]))
-                  for x in leaves]
-        out = map(vmap(f), tree.unflatten(treedef, chunks))
-        parts.append(tree.map(lambda y: reshape(y, (k * b,) + tuple(aval_of(y).shape[2:])),
-                              out))
-    if rem:
-        tail = [slice_in_dim(x, k * b, n) for x in leaves]
-        parts.append(vmap(f)(tree.unflatten(treedef, tail)))
-    if len(parts) == 1:
-        return parts[0]
-    return tree.map(lambda a, c: concatenate([a, c], 0), parts[0], parts[1])
-
-
 def _split_scan(args, num_consts, num_carry):
-    return (list(args[:num_consts]), list(args[num_consts:num_consts + num_carry]),
-            list(args[num_consts + num_carry:]))
+    return (
+        list(args[:num_consts]),
+        list(args[num_consts : num_consts + num_carry]),
+        list(args[num_consts + num_carry :]),
+    )
 
 
 @scan_p.def_abstract_eval
 def _scan_abstract_eval(*avals, body, num_consts, num_carry, length, reverse, checkpoint):
     consts, carry, xs = _split_scan(avals, num_consts, num_carry)
-    for x, b in zip(xs, body.in_avals[num_consts + num_carry:]):
+    for x, b in zip(xs, body.in_avals[num_consts + num_carry :]):
         if tuple(x.shape) != (length,) + tuple(b.shape) or x.dtype != b.dtype:
-            raise TypeError(f"scan: xs entry {short(x)} does not match length {length} and "
-                            f"the body's input {short(b)}")
+            raise TypeError(
+                f"scan: xs entry {short(x)} does not match length {length} and "
+                f"the body's input {short(b)}"
+            )
     outs = body.out_avals
     for k, (a, b) in enumerate(zip(carry, outs[:num_carry])):
         if not same_aval(a, b):
             raise TypeError(f"scan: carry[{k}] changed from {short(a)} to {short(b)}")
-    return [a.update(weak_type=a.weak_type and b.weak_type)
-            for a, b in zip(carry, outs)] + [batched_aval(y, length) for y in outs[num_carry:]]
+    return [a.update(weak_type=a.weak_type and b.weak_type) for a, b in zip(carry, outs)] + [
+        batched_aval(y, length) for y in outs[num_carry:]
+    ]
 
 
 @scan_p.def_impl
@@ -141,7 +121,7 @@ def _scan_impl(*args, body, num_consts, num_carry, length, reverse, checkpoint):
     consts, carry, xs = _split_scan(args, num_consts, num_carry)
     run = compiled(body)
     ys = [np.empty((length,) + tuple(a.shape), a.dtype) for a in body.out_avals[num_carry:]]
-    for i in (range(length - 1, -1, -1) if reverse else range(length)):
+    for i in range(length - 1, -1, -1) if reverse else range(length):
         out = run(*consts, *carry, *[x[i] for x in xs])
         carry = out[:num_carry]
         for y, o in zip(ys, out[num_carry:]):
@@ -150,9 +130,7 @@ def _scan_impl(*args, body, num_consts, num_carry, length, reverse, checkpoint):
 
 
 @scan_p.def_jvp
-def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse,
-              checkpoint):
-    from mirax.transforms.jvp import instantiate
+def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse, checkpoint):
     nc, nk = num_consts, num_carry
     consts, init, xs = _split_scan(primals, nc, nk)
     ct_, kt, xt = _split_scan(tangents, nc, nk)
@@ -168,17 +146,35 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
         knz = new
     ynz = onz[nk:]
     nx, nkt, nyt = len(xs), sum(knz), sum(ynz)
-    jg = permute(jg, inputs=interleave([nc, nk, nx], [sum(cnz), nkt, sum(xnz)]),
-                  outputs=interleave([nk, ny], [nkt, nyt]))
+    jg = permute(
+        jg,
+        inputs=interleave([nc, nk, nx], [sum(cnz), nkt, sum(xnz)]),
+        outputs=interleave([nk, ny], [nkt, nyt]),
+    )
     kts = [instantiate(t, x) for t, x, z in zip(kt, init, knz) if z]
-    res = scan_p.bind(*consts, *[t for t in ct_ if t is not None], *init, *kts, *xs,
-                      *[t for t in xt if t is not None], body=jg, num_consts=nc + sum(cnz),
-                      num_carry=nk + nkt, length=length, reverse=reverse,
-                      checkpoint=checkpoint)
-    k_out, k_t, y_out, y_t = (res[:nk], iter(res[nk:nk + nkt]), res[nk + nkt:nk + nkt + ny],
-                              iter(res[nk + nkt + ny:]))
-    return k_out + y_out, ([next(k_t) if z else None for z in knz] +
-                           [next(y_t) if z else None for z in ynz])
+    res = scan_p.bind(
+        *consts,
+        *[t for t in ct_ if t is not None],
+        *init,
+        *kts,
+        *xs,
+        *[t for t in xt if t is not None],
+        body=jg,
+        num_consts=nc + sum(cnz),
+        num_carry=nk + nkt,
+        length=length,
+        reverse=reverse,
+        checkpoint=checkpoint,
+    )
+    k_out, k_t, y_out, y_t = (
+        res[:nk],
+        iter(res[nk : nk + nkt]),
+        res[nk + nkt : nk + nkt + ny],
+        iter(res[nk + nkt + ny :]),
+    )
+    return k_out + y_out, (
+        [next(k_t) if z else None for z in knz] + [next(y_t) if z else None for z in ynz]
+    )
 
 
 @scan_p.def_vmap
@@ -199,35 +195,47 @@ def _scan_vmap(args, dims, *, body, num_consts, num_carry, length, reverse, chec
             break
         kb = new
     init, _ = to_front(init, kd, size, force=kb)
-    outs = scan_p.bind(*consts, *init, *xs, body=bg, num_consts=nc, num_carry=nk,
-                       length=length, reverse=reverse, checkpoint=checkpoint)
+    outs = scan_p.bind(
+        *consts,
+        *init,
+        *xs,
+        body=bg,
+        num_consts=nc,
+        num_carry=nk,
+        length=length,
+        reverse=reverse,
+        checkpoint=checkpoint,
+    )
     return outs, list(kdims) + [None if d is None else 1 for d in od[nk:]]
 
 
 @scan_p.def_vjp
-def _scan_vjp(cts, outs, *primals, body, num_consts, num_carry, length, reverse,
-              checkpoint):
-    from mirax.ops.shape import rev
+def _scan_vjp(cts, outs, *primals, body, num_consts, num_carry, length, reverse, checkpoint):
     nc, nk = num_consts, num_carry
     consts, init, xs = _split_scan(primals, nc, nk)
     ct_k, ct_y = list(cts[:nk]), list(cts[nk:])
     if checkpoint == "sqrt" and length >= 4:
         if reverse:  # work in forward order
-            xs, ct_y = [rev(x, (0,)) for x in xs], [rev(c, (0,)) for c in ct_y]
+            xs, ct_y = [shape_ops.rev(x, (0,)) for x in xs], [shape_ops.rev(c, (0,)) for c in ct_y]
         ct_c, ct_i, ct_x = _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length)
         if reverse:
-            ct_x = [None if c is None else rev(c, (0,)) for c in ct_x]
+            ct_x = [None if c is None else shape_ops.rev(c, (0,)) for c in ct_x]
     else:
-        ct_c, ct_i, ct_x = _scan_bwd(body, nc, nk, consts, init, xs, ct_k, ct_y, length,
-                                     reverse)
+        ct_c, ct_i, ct_x = _scan_bwd(body, nc, nk, consts, init, xs, ct_k, ct_y, length, reverse)
     return ct_c + ct_i + ct_x
 
 
 def _stack_graph(body: Graph, nc: int, nk: int) -> Graph:
     """(consts, c, x) -> (c', c): a scan of it stacks the carry before every step."""
-    return cached(body, ("cf_stack",), lambda: rule_graph(
-        lambda *a: eval_graph(body, *a)[:nk] + list(a[nc:nc + nk]), body.in_avals,
-        "save_carries"))
+    return cached(
+        body,
+        ("cf_stack",),
+        lambda: rule_graph(
+            lambda *a: eval_graph(body, *a)[:nk] + list(a[nc : nc + nk]),
+            body.in_avals,
+            "save_carries",
+        ),
+    )
 
 
 def _pick(xs, mask):
@@ -243,8 +251,12 @@ def _spread(vals, mask):
 
 def _float_masks(body: Graph, nk: int, consts, init, xs):
     """Which consts, carries, xs and ys of a scan are float (get cotangents)."""
-    return ([is_float(c) for c in consts], [is_float(c) for c in init],
-            [is_float(x) for x in xs], [dtypes.is_float(a.dtype) for a in body.out_avals[nk:]])
+    return (
+        [is_float(c) for c in consts],
+        [is_float(c) for c in init],
+        [is_float(x) for x in xs],
+        [dtypes.is_float(a.dtype) for a in body.out_avals[nk:]],
+    )
 
 
 def _bwd_avals(body: Graph, nc: int, nk: int, masks, seg=None):
@@ -252,11 +264,17 @@ def _bwd_avals(body: Graph, nc: int, nk: int, masks, seg=None):
     and ct_ys are segments of `seg` steps."""
     dc, dk, _, dy = masks
     ins, ys = body.in_avals, _pick(body.out_avals[nk:], dy)
-    xs = list(ins[nc + nk:])
+    xs = list(ins[nc + nk :])
     if seg is not None:
         xs, ys = [batched_aval(a, seg) for a in xs], [batched_aval(a, seg) for a in ys]
-    return (list(ins[:nc]) + _pick(ins[:nc], dc) + _pick(ins[nc:nc + nk], dk) +
-            list(ins[nc:nc + nk]) + xs + ys)
+    return (
+        list(ins[:nc])
+        + _pick(ins[:nc], dc)
+        + _pick(ins[nc : nc + nk], dk)
+        + list(ins[nc : nc + nk])
+        + xs
+        + ys
+    )
 
 
 def _split_bwd_args(args, nc, nk, masks):
@@ -267,6 +285,7 @@ def _split_bwd_args(args, nc, nk, masks):
 
     def take(n):
         return [next(it) for _ in range(n)]
+
     consts = take(nc)
     acc = take(sum(dc))
     ct_c = _spread(take(sum(dk)), dk)
@@ -279,91 +298,138 @@ def _split_bwd_args(args, nc, nk, masks):
 def _bwd_graph(body: Graph, nc: int, nk: int) -> Graph:
     """One reverse step: (consts | acc, ct_c | c, x, ct_y) -> (acc', ct_c_prev | ct_x),
     over the float consts / carries / xs / ys only."""
-    from mirax.ops.elementwise import add
-    from mirax.transforms.vjp import vjp_flat
     ins, outs = body.in_avals, body.out_avals
-    fl = (lambda avals: [dtypes.is_float(a.dtype) for a in avals])
-    masks = (fl(ins[:nc]), fl(ins[nc:nc + nk]), fl(ins[nc + nk:]), fl(outs[nk:]))
+    fl = lambda avals: [dtypes.is_float(a.dtype) for a in avals]
+    masks = (fl(ins[:nc]), fl(ins[nc : nc + nk]), fl(ins[nc + nk :]), fl(outs[nk:]))
     dc, dk, dx, _ = masks
 
     def fn(*a):
         consts, acc, ct_c, c, x, ct_y = _split_bwd_args(a, nc, nk, masks)
         _, bwd = vjp_flat(lambda *ys: eval_graph(body, *ys), consts + c + x)
         res = bwd(ct_c + ct_y)
-        g_c, g_k, g_x = res[:nc], res[nc:nc + nk], res[nc + nk:]
-        acc = [add(s, g) for s, g in zip(acc, _pick(g_c, dc))]
+        g_c, g_k, g_x = res[:nc], res[nc : nc + nk], res[nc + nk :]
+        acc = [elementwise_ops.add(s, g) for s, g in zip(acc, _pick(g_c, dc))]
         return acc + _pick(g_k, dk) + _pick(g_x, dx)
-    return cached(body, ("cf_bwd",), lambda: rule_graph(
-        fn, _bwd_avals(body, nc, nk, masks), f"bwd_{body.name}"))
+
+    return cached(
+        body,
+        ("cf_bwd",),
+        lambda: rule_graph(fn, _bwd_avals(body, nc, nk, masks), f"bwd_{body.name}"),
+    )
 
 
 def _scan_bwd(body, nc, nk, consts, init, xs, ct_k, ct_y, length, reverse):
     """Cotangents (consts, init, xs) of a scan: save carries, then a reverse scan that
     recomputes each step's vjp. Entries of non-float inputs are None."""
-    from mirax.transforms.jvp import instantiate
     params = dict(num_consts=nc, length=length, checkpoint=None)
-    saved = scan_p.bind(*consts, *init, *xs, body=_stack_graph(body, nc, nk), num_carry=nk,
-                        reverse=reverse, **params)[nk:]
+    saved = scan_p.bind(
+        *consts,
+        *init,
+        *xs,
+        body=_stack_graph(body, nc, nk),
+        num_carry=nk,
+        reverse=reverse,
+        **params,
+    )[nk:]
     dc, dk, dx, dy = _float_masks(body, nk, consts, init, xs)
     acc0 = [instantiate(None, c) for c in _pick(consts, dc)]
     ck = _pick(ct_k, dk)
-    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs, *_pick(ct_y, dy),
-                      body=_bwd_graph(body, nc, nk), num_carry=len(acc0) + len(ck),
-                      reverse=not reverse, **params)
+    res = scan_p.bind(
+        *consts,
+        *acc0,
+        *ck,
+        *saved,
+        *xs,
+        *_pick(ct_y, dy),
+        body=_bwd_graph(body, nc, nk),
+        num_carry=len(acc0) + len(ck),
+        reverse=not reverse,
+        **params,
+    )
     na, nck = len(acc0), len(ck)
-    return (_spread(res[:na], dc), _spread(res[na:na + nck], dk),
-            _spread(res[na + nck:], dx))
+    return (_spread(res[:na], dc), _spread(res[na : na + nck], dk), _spread(res[na + nck :], dx))
 
 
 def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
     """`_scan_bwd` (forward order) keeping only ceil(sqrt(T)) checkpoint carries."""
-    from mirax.ops.elementwise import add
-    from mirax.ops.shape import concatenate, reshape, slice_in_dim
     seg = math.isqrt(length - 1) + 1
     nseg = length // seg
     main, tail = nseg * seg, length - nseg * seg
 
     def split(v):
         a = aval_of(v)
-        head = reshape(slice_in_dim(v, 0, main), (nseg, seg) + tuple(a.shape[1:]))
-        return head, (slice_in_dim(v, main, length) if tail else None)
+        head = shape_ops.reshape(
+            shape_ops.slice_in_dim(v, 0, main), (nseg, seg) + tuple(a.shape[1:])
+        )
+        return head, (shape_ops.slice_in_dim(v, main, length) if tail else None)
+
     xs_m, xs_t = zip(*[split(x) for x in xs]) if xs else ((), ())
     ct_m, ct_t = zip(*[split(c) for c in ct_y]) if ct_y else ((), ())
     xs_m, xs_t, ct_m, ct_t = list(xs_m), list(xs_t), list(ct_m), list(ct_t)
     sub = dict(num_consts=nc, num_carry=nk, length=seg, reverse=False, checkpoint=None)
 
     def seg_fwd(*a):  # (consts, c, xseg) -> (c_end, c)
-        return scan_p.bind(*a, body=body, **sub)[:nk] + list(a[nc:nc + nk])
-    fg = cached(body, ("cf_sqrt_fwd", seg), lambda: rule_graph(
-        seg_fwd, list(body.in_avals[:nc + nk]) +
-        [batched_aval(a, seg) for a in body.in_avals[nc + nk:]], "save_segments"))
-    res = scan_p.bind(*consts, *init, *xs_m, body=fg, num_consts=nc, num_carry=nk,
-                      length=nseg, reverse=False, checkpoint=None)
+        return scan_p.bind(*a, body=body, **sub)[:nk] + list(a[nc : nc + nk])
+
+    fg = cached(
+        body,
+        ("cf_sqrt_fwd", seg),
+        lambda: rule_graph(
+            seg_fwd,
+            list(body.in_avals[: nc + nk])
+            + [batched_aval(a, seg) for a in body.in_avals[nc + nk :]],
+            "save_segments",
+        ),
+    )
+    res = scan_p.bind(
+        *consts,
+        *init,
+        *xs_m,
+        body=fg,
+        num_consts=nc,
+        num_carry=nk,
+        length=nseg,
+        reverse=False,
+        checkpoint=None,
+    )
     c_main, saved = res[:nk], res[nk:]
     if tail:
-        g_c, ct_k, g_xt = _scan_bwd(body, nc, nk, consts, c_main, xs_t, ct_k, ct_t, tail,
-                                    False)
+        g_c, ct_k, g_xt = _scan_bwd(body, nc, nk, consts, c_main, xs_t, ct_k, ct_t, tail, False)
     masks = _float_masks(body, nk, consts, init, xs)
     dc, dk, dx, dy = masks
 
     def seg_bwd(*a):  # (consts | acc, ct_c | c0, xseg, ct_yseg) -> (acc', ct_c0 | ct_xseg)
         cs, acc, ctc, c0, xseg, cty = _split_bwd_args(a, nc, nk, masks)
         gc, gk, gx = _scan_bwd(body, nc, nk, cs, c0, xseg, ctc, cty, seg, False)
-        acc = [add(s, g) for s, g in zip(acc, [g for g in gc if g is not None])]
+        acc = [elementwise_ops.add(s, g) for s, g in zip(acc, [g for g in gc if g is not None])]
         return acc + [g for g in gk if g is not None] + [g for g in gx if g is not None]
-    bg = cached(body, ("cf_sqrt_bwd", seg), lambda: rule_graph(
-        seg_bwd, _bwd_avals(body, nc, nk, masks, seg), "bwd_segments"))
-    from mirax.transforms.jvp import instantiate
+
+    bg = cached(
+        body,
+        ("cf_sqrt_bwd", seg),
+        lambda: rule_graph(seg_bwd, _bwd_avals(body, nc, nk, masks, seg), "bwd_segments"),
+    )
     acc0 = [instantiate(None, c) for c in _pick(consts, dc)]
     ck = _pick(ct_k, dk)
-    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs_m, *_pick(ct_m, dy), body=bg,
-                      num_consts=nc, num_carry=len(acc0) + len(ck), length=nseg,
-                      reverse=True, checkpoint=None)
-    acc = res[:len(acc0)]
-    rk = iter(res[len(acc0):len(acc0) + len(ck)])
-    rx = iter(res[len(acc0) + len(ck):])
+    res = scan_p.bind(
+        *consts,
+        *acc0,
+        *ck,
+        *saved,
+        *xs_m,
+        *_pick(ct_m, dy),
+        body=bg,
+        num_consts=nc,
+        num_carry=len(acc0) + len(ck),
+        length=nseg,
+        reverse=True,
+        checkpoint=None,
+    )
+    acc = res[: len(acc0)]
+    rk = iter(res[len(acc0) : len(acc0) + len(ck)])
+    rx = iter(res[len(acc0) + len(ck) :])
     if tail:
-        acc = [add(a, g) for a, g in zip(acc, [g for g in g_c if g is not None])]
+        acc = [elementwise_ops.add(a, g) for a, g in zip(acc, [g for g in g_c if g is not None])]
     acc = iter(acc)
     g_xt = iter(g_xt if tail else [])
     ct_x = []
@@ -372,7 +438,6 @@ def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
             ct_x.append(None)
             continue
         r = next(rx)
-        r = reshape(r, (main,) + tuple(aval_of(x).shape[1:]))
-        ct_x.append(concatenate([r, next(g_xt)], 0) if tail else r)
-    return ([next(acc) if d else None for d in dc], [next(rk) if d else None for d in dk],
-            ct_x)
+        r = shape_ops.reshape(r, (main,) + tuple(aval_of(x).shape[1:]))
+        ct_x.append(shape_ops.concatenate([r, next(g_xt)], 0) if tail else r)
+    return ([next(acc) if d else None for d in dc], [next(rk) if d else None for d in dk], ct_x)

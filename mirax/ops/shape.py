@@ -13,8 +13,11 @@ from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.ops import reduction as reduction_ops
+from mirax.ops import elementwise as elementwise_ops
+from mirax.ops import common as common_ops
 from mirax.ops.common import (normalize_axes, normalize_axis, operand, same_shapes, short,
-                               static_shape)
+                              static_shape)
 
 
 def _move_to_front(x, d):
@@ -54,13 +57,12 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
 
 @broadcast_in_dim_p.def_transpose          # the adjoint of broadcasting is summing
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
-    from mirax.ops.reduction import reduce_sum
     xshape = aval_of(x).shape
     new = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
     stretched = tuple(d for i, d in enumerate(broadcast_dimensions)
                       if xshape[i] == 1 and shape[d] != 1)
     axes = tuple(sorted(new + stretched))
-    out = reduce_sum(ct, axes) if axes else ct
+    out = reduction_ops.reduce_sum(ct, axes) if axes else ct
     return [reshape(out, xshape)]
 
 
@@ -91,8 +93,7 @@ def full(shape, fill_value, dtype=None, weak_type=False):
     else:
         value = operand(fill_value, "full")
         if dtype is not None and value.dtype != dtypes.canonicalize(dtype):
-            from mirax.ops.elementwise import convert_element_type
-            value = convert_element_type(value, dtype)
+            value = elementwise_ops.convert_element_type(value, dtype)
     if tuple(value.shape) == shape:
         return value
     return broadcast_to(value, shape)
@@ -205,13 +206,12 @@ concatenate_p = Primitive("concatenate", keeps_weak=True)
 
 
 def concatenate(xs, dimension=0):
-    from mirax.ops.common import promote
     xs = [operand(x, "concatenate") for x in xs]
     if not xs:
         raise ValueError("concatenate: need at least one array")
     if len(xs) == 1:
         return xs[0]
-    xs = promote("concatenate", *xs)
+    xs = common_ops.promote("concatenate", *xs)
     dimension = normalize_axis(dimension, xs[0].ndim, "concatenate", xs[0])
     return concatenate_p.bind(*xs, dimension=dimension)
 
@@ -256,8 +256,7 @@ pad_p = Primitive("pad", keeps_weak=True)
 
 def pad(x, padding_value, padding_config):
     """lax.pad: padding_config is ((lo, hi, interior), ...) per axis; lo/hi may be < 0."""
-    from mirax.ops.common import promote
-    x, padding_value = promote("pad", operand(x, "pad"), padding_value)
+    x, padding_value = common_ops.promote("pad", operand(x, "pad"), padding_value)
     config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
     if len(config) != x.ndim or any(i < 0 for _, _, i in config):
         raise ValueError(f"pad: padding_config {config} does not fit {short(x)} (one "
@@ -296,14 +295,13 @@ def _pad_impl(x, v, *, padding_config):
 
 @pad_p.def_transpose
 def _pad_transpose(ct, x, v, *, padding_config):
-    from mirax.ops.reduction import reduce_sum
     unpadded = pad(ct, 0, tuple((-lo, -hi, 0) for lo, hi, _ in padding_config))
     t_x = slice(unpadded, (0,) * len(padding_config), unpadded.shape,
                 tuple(i + 1 for _, _, i in padding_config))
     t_v = None
     if dtypes.is_float(aval_of(v).dtype):
-        from mirax.ops.elementwise import sub
-        t_v = sub(reduce_sum(ct, None), reduce_sum(t_x, None))
+        t_v = elementwise_ops.sub(reduction_ops.reduce_sum(ct, None),
+                                  reduction_ops.reduce_sum(t_x, None))
     return [t_x, t_v]
 
 
@@ -314,14 +312,16 @@ def _pad_vmap(args, dims, *, padding_config):
     if dv is None:
         return pad(_move_to_front(x, dx), v, config), 0
     # a padding value per batch member: pad with zeros, then fill the padded positions
-    from mirax.ops.elementwise import select
     size = aval_of(v).shape[dv]
-    xb = _move_to_front(x, dx) if dx is not None else broadcast_to(
-        x, (size,) + tuple(aval_of(x).shape))
-    kept = pad(full(xb.shape, True), False, config)   # True where x lands
+    xb = (
+        _move_to_front(x, dx)
+        if dx is not None
+        else broadcast_to(x, (size,) + tuple(aval_of(x).shape))
+    )
+    kept = pad(full(xb.shape, True), False, config)  # True where x lands
     out = pad(xb, 0, config)
     vb = broadcast_in_dim(_move_to_front(v, dv), out.shape, (0,))
-    return select(kept, out, vb), 0
+    return elementwise_ops.select(kept, out, vb), 0
 
 
 # --- rev ----------------------------------------------------------------------------------
@@ -337,8 +337,12 @@ def rev(x, dimensions):
 rev_p.def_abstract_eval(lambda x, *, dimensions: ShapedArray(x.shape, x.dtype))
 rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions))
 rev_p.def_transpose(lambda ct, x, *, dimensions: [rev(ct, dimensions)])
-rev_p.def_vmap(lambda args, dims, *, dimensions: (
-    rev(_move_to_front(args[0], dims[0]), tuple(d + 1 for d in dimensions)), 0))
+rev_p.def_vmap(
+    lambda args, dims, *, dimensions: (
+        rev(_move_to_front(args[0], dims[0]), tuple(d + 1 for d in dimensions)),
+        0,
+    )
+)
 
 
 # --- slice --------------------------------------------------------------------------------
@@ -350,10 +354,12 @@ def slice(x, start_indices, limit_indices, strides=None):  # noqa: A001 (lax.sli
     start, limit = tuple(map(int, start_indices)), tuple(map(int, limit_indices))
     strides = (1,) * x.ndim if strides is None else tuple(map(int, strides))
     if not (len(start) == len(limit) == len(strides) == x.ndim) or any(
-            not 0 <= s <= e <= n or st < 1 for s, e, n, st in zip(start, limit, x.shape,
-                                                                  strides)):
-        raise ValueError(f"slice: start {list(start)}, limit {list(limit)}, strides "
-                         f"{list(strides)} do not fit {short(x)}")
+        not 0 <= s <= e <= n or st < 1 for s, e, n, st in zip(start, limit, x.shape, strides)
+    ):
+        raise ValueError(
+            f"slice: start {list(start)}, limit {list(limit)}, strides "
+            f"{list(strides)} do not fit {short(x)}"
+        )
     if start == (0,) * x.ndim and limit == tuple(x.shape) and strides == (1,) * x.ndim:
         return x
     return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
@@ -370,26 +376,33 @@ def _slice_shape(start, limit, strides):
     return tuple(-(-(e - s) // st) for s, e, st in zip(start, limit, strides))
 
 
-slice_p.def_abstract_eval(lambda x, *, start_indices, limit_indices, strides: ShapedArray(
-    _slice_shape(start_indices, limit_indices, strides), x.dtype))
-slice_p.def_impl(lambda x, *, start_indices, limit_indices, strides: x[tuple(
-    builtins.slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))])
+slice_p.def_abstract_eval(
+    lambda x, *, start_indices, limit_indices, strides: ShapedArray(
+        _slice_shape(start_indices, limit_indices, strides), x.dtype
+    )
+)
+slice_p.def_impl(
+    lambda x, *, start_indices, limit_indices, strides: x[
+        tuple(builtins.slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))
+    ]
+)
 
 
 @slice_p.def_transpose
 def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
     shape = aval_of(x).shape
     out = _slice_shape(start_indices, limit_indices, strides)
-    config = tuple((s, n - (s + (o - 1) * st + 1) if o else n - s, st - 1)
-                   for s, n, o, st in zip(start_indices, shape, out, strides))
+    config = tuple(
+        (s, n - (s + (o - 1) * st + 1) if o else n - s, st - 1)
+        for s, n, o, st in zip(start_indices, shape, out, strides)
+    )
     return [pad(ct, 0, config)]
 
 
 @slice_p.def_vmap
 def _slice_vmap(args, dims, *, start_indices, limit_indices, strides):
     x = _move_to_front(args[0], dims[0])
-    return slice(x, (0,) + start_indices, (x.shape[0],) + limit_indices,
-                 (1,) + strides), 0
+    return slice(x, (0,) + start_indices, (x.shape[0],) + limit_indices, (1,) + strides), 0
 
 
 # --- iota ---------------------------------------------------------------------------------
@@ -407,8 +420,9 @@ iota_p.def_abstract_eval(lambda *, dtype, shape, dimension: ShapedArray(shape, d
 @iota_p.def_impl
 def _iota_impl(*, dtype, shape, dimension):
     r = np.arange(shape[dimension], dtype=dtype)
-    return np.broadcast_to(r.reshape([-1 if i == dimension else 1 for i in range(len(shape))]),
-                           shape)
+    return np.broadcast_to(
+        r.reshape([-1 if i == dimension else 1 for i in range(len(shape))]), shape
+    )
 
 
 iota_p.def_jvp(lambda primals, tangents, **p: (iota_p.bind(**p), None))

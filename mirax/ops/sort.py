@@ -15,14 +15,14 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops.common import batch_size, normalize_axis, operand, same_shapes, short
+from mirax.ops import shape as shape_ops
 
 
 def _front(x, d, size=None):
     """x with its batch dim at 0 (an unbatched x is broadcast to `size` first)."""
-    from mirax.ops.shape import broadcast_to, moveaxis
     if d is None:
-        return broadcast_to(x, (size,) + tuple(aval_of(x).shape))
-    return x if d == 0 else moveaxis(x, d, 0)
+        return shape_ops.broadcast_to(x, (size,) + tuple(aval_of(x).shape))
+    return x if d == 0 else shape_ops.moveaxis(x, d, 0)
 
 
 def _check_indices(name, x, idx, axis):
@@ -152,12 +152,11 @@ def sort(operands, axis=-1, descending=False, num_keys=1):
 
 def argsort(x, axis=-1, descending=False, index_dtype=dtypes.int32):
     """Stable argsort along axis (the permutation that sorts x)."""
-    from mirax.ops.shape import iota
     x = operand(x, "argsort")
     if x.ndim == 0:
-        return iota(index_dtype, ())
+        return shape_ops.iota(index_dtype, ())
     axis = normalize_axis(axis, x.ndim, "argsort", x)
-    perm = iota(index_dtype, tuple(x.shape), axis)
+    perm = shape_ops.iota(index_dtype, tuple(x.shape), axis)
     return sort_p.bind(x, perm, axis=axis, descending=bool(descending), num_keys=1)[1]
 
 
@@ -185,9 +184,8 @@ def _sort_impl(*xs, axis, descending, num_keys):
 
 def _perm_of(xs, axis, descending, num_keys):
     """The sorting permutation as a mirax int32 array (sort an iota along)."""
-    from mirax.ops.shape import iota
     keys = list(xs[:num_keys])
-    perm = iota(dtypes.int32, tuple(aval_of(keys[0]).shape), axis)
+    perm = shape_ops.iota(dtypes.int32, tuple(aval_of(keys[0]).shape), axis)
     return sort_p.bind(*keys, perm, axis=axis, descending=descending, num_keys=num_keys)[-1]
 
 

@@ -13,10 +13,15 @@ from __future__ import annotations
 from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
 from mirax.core.trace import aval_of, new_trace
-from mirax.ir.build import trace_to_graph
-from mirax.ir.graph import Graph
-from mirax.ir.interpret import eval_graph
+from mirax.graph.build import trace_to_graph
+from mirax.graph.graph import Graph
+from mirax.graph.interpret import eval_graph
 from mirax.ops.common import operand, short
+from mirax.core.runtime import executable
+from mirax.ops import elementwise as elementwise_ops
+from mirax.interpreters.jvp import instantiate, jvp_flat
+from mirax.interpreters.vjp import vjp_flat
+from mirax.interpreters.vmap import BatchTrace, BatchTracer, move_bdim
 
 
 # --- tracing user functions ---------------------------------------------------------------
@@ -55,13 +60,11 @@ def rule_graph(fn, in_avals, name) -> Graph:
 def cached(graph: Graph, key, build):
     hit = graph.cache.get(key)
     if hit is None:
-        hit = build()
-        graph.cache[key] = hit
+        hit = graph.cache.setdefault(key, build())  # concurrent builds: the first wins
     return hit
 
 
 def compiled(graph: Graph):
-    from mirax.transforms.jit import executable
     return executable(graph, "cpu")
 
 
@@ -83,10 +86,9 @@ def carry_check(op, what, init_tree, in_avals, out_avals, allow_promote=True):
 
 
 def promote_weak(leaves, promote):
-    from mirax.ops.elementwise import convert_element_type
     leaves = list(leaves)
     for i, dt in promote:
-        leaves[i] = convert_element_type(leaves[i], dt)
+        leaves[i] = elementwise_ops.convert_element_type(leaves[i], dt)
     return leaves
 
 
@@ -94,7 +96,6 @@ def promote_weak(leaves, promote):
 def jvp_graph(graph: Graph, nz: tuple, inst: tuple):
     """graph's jvp: inputs (primals, tangents where nz), outputs (primals, tangents where
     nonzero or inst). Returns (graph, out_nz)."""
-    from mirax.transforms.jvp import instantiate, jvp_flat
     n = len(graph.inputs)
     inst = tuple(i and dtypes.is_float(a.dtype) for i, a in zip(inst, graph.out_avals))
 
@@ -115,7 +116,6 @@ def jvp_graph(graph: Graph, nz: tuple, inst: tuple):
 
 def vjp_graph(graph: Graph, diff_out: tuple) -> Graph:
     """graph's vjp: inputs (primals, cts of float outputs) -> cts of float inputs."""
-    from mirax.transforms.vjp import vjp_flat
     n = len(graph.inputs)
 
     def build():
@@ -137,7 +137,6 @@ def batched_aval(aval: ShapedArray, size: int, at: int = 0) -> ShapedArray:
 def vmap_graph(graph: Graph, in_dims: tuple, size: int, force: tuple):
     """graph batched: in_dims entries are 0 or None; outputs batched at 0 where they
     depend on a batched input or `force` says so. Returns (graph, out_dims)."""
-    from mirax.transforms.vmap import BatchTrace, BatchTracer, move_bdim
 
     def build():
         box = []
@@ -163,7 +162,6 @@ def vmap_graph(graph: Graph, in_dims: tuple, size: int, force: tuple):
 
 def to_front(xs, dims, size, at=0, force=None):
     """Batched xs with their batch axis at `at` (and unbatched ones where `force`)."""
-    from mirax.transforms.vmap import move_bdim
     out, new = [], []
     for k, (x, d) in enumerate(zip(xs, dims)):
         if d is not None or (force is not None and force[k]):

@@ -4,16 +4,16 @@ from __future__ import annotations
 from mirax.core import tree
 from mirax.core.array import Array
 from mirax.core.trace import Tracer
+from mirax.core import runtime
+from mirax.ops import creation as creation_ops
 
 
 def _put(x, device):
-    from mirax import backends
-    from mirax.ops.creation import asarray
-    dev = backends.get_device(device)
+    dev = runtime.get_device(device)
     if isinstance(x, Tracer):
         return x  # placement of traced values is decided when the graph runs
-    x = asarray(x)
-    src = backends.backend_of_buffer(x._buf)
+    x = creation_ops.asarray(x)
+    src = runtime.backend_of_buffer(x._buf)
     if src is dev.backend and x.device == dev:
         return x
     host = src.to_host(x._buf)

@@ -28,6 +28,8 @@ from mirax.ops import reduction, shape as sh
 from mirax.ops.common import operand, short
 from mirax.ops.creation import asarray
 from mirax.ops.sort import sort
+import mirax.numpy as mnp
+from mirax.numpy import take
 
 __all__ = [
     "ball", "bernoulli", "beta", "binomial", "bits", "categorical", "cauchy", "chisquare",
@@ -326,7 +328,6 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
     if independent or x.ndim == 1:
         return _shuffle(key, x, axis)
     perm = _shuffle(key, sh.iota(dtypes.default_int, (x.shape[axis],)), 0)
-    from mirax.numpy import take
     return take(x, perm, axis=axis)
 
 
@@ -334,7 +335,6 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     """Samples from range(a) (a an int) or from a's entries along `axis`: uniform or with
     probabilities p, with or without replacement (JAX's construction: randint or a
     permutation; with p, inverse-CDF search or Gumbel top-k)."""
-    import mirax.numpy as mnp
     op = "random.choice"
     key = _check_key(key, op)
     shape = _shape(shape, op)

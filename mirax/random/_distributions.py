@@ -13,6 +13,14 @@ from mirax.ops import reduction, shape as sh
 from mirax.ops.common import operand, promote, short
 from mirax.random import (  # the base samplers these are built on
     _check_key, _float_dtype, _shape, bernoulli, exponential, normal, split, uniform)
+import mirax.numpy as mnp
+from mirax.ops.loops import while_loop
+from mirax.transforms.custom import custom_jvp
+from mirax.transforms.jit import jit
+from mirax.transforms.vmap import vmap
+from mirax.ops.nn import softmax
+from mirax.numpy import cumsum, moveaxis, where
+from mirax.ops.scan import scan
 
 # --- helpers for parametrized samplers ---------------------------------------------------------
 def _out_shape(op: str, shape, *params) -> tuple[int, ...]:
@@ -181,7 +189,6 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     """Samples of N(mean, cov): mean + A z with A A^T = cov from a Cholesky ('cholesky'),
     eigen ('eigh') or singular value ('svd') factorization (the last two allow a singular
     cov). Shape `shape + mean.shape[-1:]`; shape defaults to the broadcast batch shape."""
-    import mirax.numpy as mnp
     op = "random.multivariate_normal"
     key = _check_key(key, op)
     if method not in ("svd", "eigh", "cholesky"):
@@ -218,7 +225,6 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
 def orthogonal(key, n, shape=(), dtype=None, m=None):
     """Haar-distributed matrices with orthonormal rows or columns: shape (*shape, n, m),
     m = n by default (QR of a normal matrix with the signs of R's diagonal fixed)."""
-    import mirax.numpy as mnp
     op = "random.orthogonal"
     key = _check_key(key, op)
     shape, dtype = _shape(shape, op), _float_dtype(dtype, op)
@@ -235,7 +241,6 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
 def _gamma_one(key, alpha, log_space: bool):
     """One Gamma(alpha, 1) sample from one key (Marsaglia and Tsang's rejection method), the
     way JAX draws it, so that the same key gives JAX's sample. Runs under vmap."""
-    from mirax.ops.loops import while_loop
     dtype = alpha.dtype
     zero, one = ew.zeros_like(alpha), ew.ones_like(alpha)
     boost_mask = ew.ge(alpha, 1.0)
@@ -279,7 +284,6 @@ def _any(x):
 
 def _igamma_series_dx(a, x, enabled):
     """The series part of d(sample)/da (JAX's _igamma_series, SAMPLE_DERIVATIVE mode)."""
-    from mirax.ops.loops import while_loop
     eps = float(dtypes.finfo(a.dtype).eps)
 
     def body(s):
@@ -303,7 +307,6 @@ def _igamma_series_dx(a, x, enabled):
 def _igammac_cf_dx(a, x, enabled):
     """The continued-fraction part of d(sample)/da (JAX's _igammac_continued_fraction,
     SAMPLE_DERIVATIVE mode)."""
-    from mirax.ops.loops import while_loop
     eps = float(dtypes.finfo(a.dtype).eps)
 
     def body(s):
@@ -373,9 +376,6 @@ def _gamma_sampler(log_space: bool):
     """The sampler for one `log_space` choice: a custom_jvp (the implicit gradient) around a
     jitted, vmapped _gamma_one. NOTE: jit caches the traced rejection loops per element
     count and dtype; tracing them is most of the cost of a call."""
-    from mirax.transforms.custom import custom_jvp
-    from mirax.transforms.jit import jit
-    from mirax.transforms.vmap import vmap
 
     @jit
     def flat_sample(key, a):
@@ -419,9 +419,10 @@ def _gamma(op: str, key, a, shape, dtype, log_space: bool):
     key, dtype, [a], shape = _setup(op, key, shape, dtype, a)
     if tuple(a.shape) != shape:
         a = sh.broadcast_to(a, shape)
-    if log_space not in _GAMMA:
-        _GAMMA[log_space] = _gamma_sampler(log_space)
-    return _GAMMA[log_space](key, a)
+    sampler = _GAMMA.get(log_space)
+    if sampler is None:  # threads may both build one: the first stored is kept
+        sampler = _GAMMA.setdefault(log_space, _gamma_sampler(log_space))
+    return sampler(key, a)
 
 
 def gamma(key, a, shape=None, dtype=None):
@@ -450,7 +451,6 @@ def beta(key, a, b, shape=None, dtype=None):
 def dirichlet(key, alpha, shape=None, dtype=None):
     """Dirichlet(alpha) samples over alpha's last axis: the softmax of log-gamma draws.
     Shape `shape + alpha.shape[-1:]`; shape defaults to alpha.shape[:-1]."""
-    from mirax.ops.nn import softmax
     key = _check_key(key, "random.dirichlet")
     dtype = _float_dtype(dtype, "random.dirichlet")
     alpha = _param(alpha, dtype, "dirichlet")
@@ -524,7 +524,6 @@ def ball(key, d, p=2, shape=(), dtype=None):
 # --- poisson ----------------------------------------------------------------------------------
 def _poisson_knuth(key, lam, shape, dtype):
     """Knuth's method (lam < 10): multiply uniforms until the product drops below e^-lam."""
-    from mirax.ops.loops import while_loop
 
     def body(s):
         i, k, rng, log_prod = s
@@ -539,7 +538,6 @@ def _poisson_knuth(key, lam, shape, dtype):
 
 def _poisson_rejection(key, lam, shape, dtype):
     """Hormann's transformed rejection (PTRS, lam >= 10)."""
-    from mirax.ops.loops import while_loop
     log_lam = ew.log(lam)
     b = ew.add(0.931, ew.mul(2.53, ew.sqrt(lam)))
     a = ew.add(-0.059, ew.mul(0.02483, b))
@@ -594,7 +592,6 @@ _STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
 
 def _stirling_tail(k):
     """log k! - Stirling's approximation of it: a table for k <= 9, the series above."""
-    import mirax.numpy as mnp
     dtype = k.dtype
     kc = ew.min(ew.max(k, 0.0), 9.0)
     kp1 = ew.add(kc, 1.0)
@@ -608,7 +605,6 @@ def _stirling_tail(k):
 
 def _binomial_inversion(key, count, prob, shape):
     """Count geometric waiting times until they pass `count` (small count * p)."""
-    from mirax.ops.loops import while_loop
     log_q = ew.log1p(ew.neg(prob))
 
     def body(s):
@@ -625,7 +621,6 @@ def _binomial_inversion(key, count, prob, shape):
 
 def _btrs(key, count, prob, shape):
     """Hormann's transformed rejection with squeeze (BTRS) for count * p > 10."""
-    from mirax.ops.loops import while_loop
     stddev = ew.sqrt(ew.mul(ew.mul(count, prob), ew.sub(1.0, prob)))
     b = ew.add(1.15, ew.mul(2.53, stddev))
     a = ew.add(ew.add(-0.0873, ew.mul(0.0248, b)), ew.mul(0.01, prob))
@@ -701,8 +696,6 @@ def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
     """Multinomial(n, p) counts over p's last axis (floats, as JAX): one binomial draw per
     outcome, each on the trials left. `shape` is the full result shape (p.shape by default).
     `unroll` is accepted for JAX's signature and ignored."""
-    from mirax.numpy import cumsum, moveaxis, where
-    from mirax.ops.scan import scan
     key = _check_key(key, "random.multinomial")
     n, p = promote("random.multinomial", n, p)
     if p.dtype not in dtypes.FLOATS:

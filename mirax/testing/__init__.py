@@ -15,15 +15,18 @@ from __future__ import annotations
 import numpy as np
 
 from mirax.core import dtypes, tree
+from mirax.ops.common import operand
+from mirax.ops.elementwise import convert_element_type
+from mirax.ops.creation import asarray
+from mirax.interpreters.jvp import jvp_flat
+from mirax.interpreters.vjp import vjp_flat
 
 __all__ = ["check_grads", "numerical_grad", "numerical_jacobian"]
 
 
 def _to64(x):
-    from mirax.ops.common import operand
     x = operand(x, "check_grads")
     if dtypes.is_float(x.dtype) and x.dtype != np.float64:
-        from mirax.ops.elementwise import convert_element_type
         return convert_element_type(x, np.float64)
     return x
 
@@ -49,13 +52,11 @@ def _flat_fn(f, args):
 
 
 def _to_operand(v):
-    from mirax.ops.common import operand
     return operand(v, "check_grads")
 
 
 def numerical_jacobian(flat, xs, eps) -> list[list[np.ndarray]]:
     """J[o][i]: array of shape out_o.shape + x_i.shape, by float64 central differences."""
-    from mirax.ops.creation import asarray
     base = [_host(o) for o in flat(*xs)]
     jac = [[np.zeros(b.shape + tuple(x.shape)) for x in xs] for b in base]
     for i, x in enumerate(xs):
@@ -109,8 +110,6 @@ def _compare(kind, order, auto, num, o, path, in_ndim, atol, rtol):
 
 
 def _check_once(f, args, modes, order, eps, atol, rtol):
-    from mirax.transforms.jvp import jvp_flat
-    from mirax.transforms.vjp import vjp_flat
     flat, xs, paths = _flat_fn(f, args)
     if not xs:
         return
@@ -153,7 +152,6 @@ def _check_once(f, args, modes, order, eps, atol, rtol):
 
 
 def _as(v: np.ndarray, like):
-    from mirax.ops.creation import asarray
     return asarray(v.astype(like.dtype if dtypes.is_float(like.dtype) else np.float64))
 
 
@@ -183,8 +181,6 @@ def check_grads(f, args, order: int = 2, modes=("fwd", "rev"), eps=None, atol=No
 
 
 def _check_order(f, args, order, level, modes, eps, atol, rtol, rng):
-    from mirax.transforms.jvp import jvp_flat
-    from mirax.transforms.vjp import vjp_flat
     _check_once(f, args, modes, level, eps, atol, rtol)
     if level >= order:
         return

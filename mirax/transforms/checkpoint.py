@@ -16,19 +16,19 @@ from mirax.core import tree
 from mirax.ops.common import operand
 from mirax.transforms.custom import (CustomPrimitive, FlatFn, _batch_size, _batched_fun,
                                      _is_float, named_positions)
+from mirax.interpreters.jvp import jvp_flat
+from mirax.interpreters.vjp import vjp_flat
 
 checkpoint_p = CustomPrimitive("checkpoint")
 
 
 @checkpoint_p.def_jvp
 def _checkpoint_jvp(primals, tangents, *, fun, prevent_cse=True):
-    from mirax.transforms.jvp import jvp_flat
     return jvp_flat(fun, list(primals), list(tangents))
 
 
 @checkpoint_p.def_vjp
 def _checkpoint_vjp(cts, outs, *primals, fun, prevent_cse=True):
-    from mirax.transforms.vjp import vjp_flat
     _, bwd = vjp_flat(fun, list(primals))  # recompute the forward pass, on a fresh tape
     return [c if _is_float(x) else None for c, x in zip(bwd(list(cts)), primals)]
 

@@ -25,8 +25,14 @@ from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
-from mirax.core.trace import aval_of, find_top_trace, full_raise, state, zeros_like_aval
+from mirax.core.trace import aval_of, busy, find_top_trace, full_raise, state, zeros_like_aval
 from mirax.ops.common import operand, short
+from mirax.interpreters.jvp import instantiate, jvp_flat
+from mirax.interpreters.vmap import vmap_flat
+from mirax.interpreters.vjp import vjp_flat, Entry, VJPTracer, VJPTrace
+from mirax.ops.reduction import reduce_sum
+from mirax.ops.shape import moveaxis
+from mirax.graph.build import trace_to_graph
 
 
 class FlatFn:
@@ -46,7 +52,6 @@ class FlatFn:
         """Output avals at `in_avals`, by tracing once per signature."""
         key = tuple(in_avals)
         if key not in self._avals:
-            from mirax.ir.build import trace_to_graph
             graph, _ = trace_to_graph(self.fn, list(in_avals), self.name)
             self._avals[key] = graph.out_avals
         return self._avals[key]
@@ -58,7 +63,6 @@ def _is_float(x) -> bool:
 
 def _zeros_for(x):
     """A concrete zero tangent for x (float32 stand-in for integer inputs, as jvp does)."""
-    from mirax.transforms.jvp import instantiate
     return instantiate(None, x)
 
 
@@ -78,8 +82,7 @@ class CustomPrimitive(Primitive):
         return [operand(o)._buf for o in outs]
 
     def bind(self, *args, **params):
-        from mirax.transforms.vjp import VJPTrace
-        top = find_top_trace(args) if state.active else state.eval_trace
+        top = find_top_trace(args) if busy[0] and state.active else state.eval_trace
         if top is state.eval_trace:
             return [operand(o) for o in params["fun"](*args)]
         tracers = [full_raise(top, a) for a in args]
@@ -100,7 +103,6 @@ def _unbatched_aval(x, d) -> ShapedArray:
 
 
 def _batched_fun(fun, dims, size):
-    from mirax.transforms.vmap import vmap_flat
     return FlatFn(lambda *xs: vmap_flat(fun, list(xs), list(dims), size), f"vmap({fun})")
 
 
@@ -118,8 +120,6 @@ def _custom_jvp_call_jvp(primals, tangents, *, fun, jvp):
 @custom_jvp_call_p.def_vjp
 def _custom_jvp_call_vjp(cts, outs, *primals, fun, jvp):
     """Transpose the rule: reverse mode through t -> jvp(primals, t)[1] (linear in t)."""
-    from mirax.transforms.jvp import instantiate
-    from mirax.transforms.vjp import vjp_flat
     primals = list(primals)
     diff = [i for i, x in enumerate(primals) if _is_float(x)]
 
@@ -139,8 +139,6 @@ def _custom_jvp_call_vjp(cts, outs, *primals, fun, jvp):
 
 @custom_jvp_call_p.def_vmap
 def _custom_jvp_call_vmap(args, dims, *, fun, jvp):
-    from mirax.transforms.jvp import instantiate
-    from mirax.transforms.vmap import vmap_flat
     size = _batch_size(args, dims)
     n = len(args)
 
@@ -164,13 +162,11 @@ custom_vjp_call_p = CustomPrimitive("custom_vjp_call")
 @custom_vjp_call_p.def_jvp
 def _custom_vjp_call_jvp(primals, tangents, *, fun, fwd, bwd, res=None):
     # forward mode differentiates the primal body (JAX raises here instead)
-    from mirax.transforms.jvp import jvp_flat
     return jvp_flat(fun, list(primals), list(tangents))
 
 
 def _custom_vjp_tape(trace, tracers, params):
     """On the tape: run fwd one level down and keep its residuals with the entry."""
-    from mirax.transforms.vjp import Entry, VJPTracer
     mine = [isinstance(t, VJPTracer) and t._trace is trace for t in tracers]
     ins = [t.primal if m else t for t, m in zip(tracers, mine)]
     in_idx = [t.idx if m and _is_float(t) else None for t, m in zip(tracers, mine)]
@@ -196,9 +192,6 @@ def _custom_vjp_call_vjp(cts, outs, *primals, fun, fwd, bwd, res=None):
 
 @custom_vjp_call_p.def_vmap
 def _custom_vjp_call_vmap(args, dims, *, fun, fwd, bwd, res=None):
-    from mirax.ops.reduction import reduce_sum
-    from mirax.ops.shape import moveaxis
-    from mirax.transforms.vmap import vmap_flat
     size = _batch_size(args, dims)
     n_out = []
     in_avals = [_unbatched_aval(a, d) for a, d in zip(args, dims)]
@@ -406,20 +399,3 @@ class custom_vjp:
                                       fwd=FlatFn(fwd, getattr(self.fwd, "__name__", "fwd")),
                                       bwd=FlatFn(bwd, getattr(self.bwd, "__name__", "bwd")))
         return tree.unflatten(c.out_tree, outs)
-
-
-# --- stop_gradient --------------------------------------------------------------------------
-stop_gradient_p = Primitive("stop_gradient", keeps_weak=True)
-stop_gradient_p.def_impl(lambda x: x)
-stop_gradient_p.def_abstract_eval(lambda x: x)
-stop_gradient_p.def_jvp(lambda primals, tangents: (stop_gradient_p.bind(primals[0]), None))
-stop_gradient_p.def_vjp(lambda ct, out, x: [None])
-stop_gradient_p.def_vmap(lambda args, dims: (stop_gradient_p.bind(args[0]), dims[0]))
-
-
-def stop_gradient(x):
-    """x unchanged, with zero derivative in every mode (applies to each leaf of a pytree)."""
-    def leaf(v):
-        v = operand(v, "stop_gradient")
-        return stop_gradient_p.bind(v) if _is_float(v) else v
-    return tree.map(leaf, x)

@@ -9,18 +9,17 @@ from mirax.transforms.api_util import check_argnums, check_float_inputs, split_a
 from mirax.transforms.jvp import jvp
 from mirax.transforms.vjp import grad, vjp
 from mirax.transforms.vmap import vmap
+from mirax.ops.elementwise import convert_element_type, eq
+from mirax.ops.shape import iota, reshape, slice_in_dim, moveaxis
 
 
 def _basis(size, dtype):
-    from mirax.ops.elementwise import convert_element_type, eq
-    from mirax.ops.shape import iota
     return convert_element_type(eq(iota("int32", (size, size), 0), iota("int32", (size, size), 1)),
                                 dtype)
 
 
 def _split_basis(basis, leaves):
     """Rows of an identity basis as per-leaf tangents (each of shape [n, *leaf.shape])."""
-    from mirax.ops.shape import reshape, slice_in_dim
     out, start = [], 0
     for x in leaves:
         n = aval_of(x).size
@@ -59,7 +58,6 @@ def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
 
 
 def _assemble_fwd(cols, leaves, treedef, argnums):
-    from mirax.ops.shape import moveaxis, reshape, slice_in_dim
 
     def per_out(c):
         c = moveaxis(c, 0, -1)
@@ -89,7 +87,6 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
         cts = _split_basis(_basis(m, out_leaves[0].dtype), out_leaves)
         rows = vmap(lambda *c: pullback(tree.unflatten(out_tree, list(c))),
                     chunk_size=chunk_size)(*cts)  # tuple over input leaves, each [m, *in]
-        from mirax.ops.shape import reshape, slice_in_dim
         per_out, start = [], 0
         for o in out_leaves:
             k = aval_of(o).size

@@ -15,8 +15,8 @@ import inspect
 
 from mirax.core import tree
 from mirax.core.array import Array
-from mirax.ir.build import make_graph
-from mirax.ir.graph import Graph, Node
+from mirax.graph.build import make_graph
+from mirax.graph.graph import Graph, Node
 from mirax.transforms.shape_eval import ShapeDtypeStruct
 
 __all__ = ["ClosedJaxpr", "Jaxpr", "JaxprEqn", "make_jaxpr"]

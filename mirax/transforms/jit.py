@@ -10,100 +10,22 @@ weak types, static arguments, device); `cache_info()` counts hits, misses and ev
 from __future__ import annotations
 
 import inspect
-import os
+import threading
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from mirax.core import dtypes, tree
+from mirax.core import config, dtypes, tree
 from mirax.core.array import Array
-from mirax.core.primitive import Primitive
-from mirax.core.trace import Tracer, aval_of, nonhost_buffers as _nonhost, state as _state
-from mirax.ir.build import arg_names_for, trace_to_graph
-from mirax.ir.interpret import eval_graph
-from mirax.ops.common import operand as _operand
-
-# --- the call primitive -------------------------------------------------------------------
-call_p = Primitive("call", multiple_results=True)
-
-
-def executable(graph, platform: str = "cpu"):
-    exe = graph.cache.get(("exe", platform))
-    if exe is None:
-        from mirax.backends import devices
-        from mirax.compiler import optimize
-        dev = devices(platform)[0]
-        exe = dev.backend.compile(optimize(graph, dev.backend))
-        graph.cache[("exe", platform)] = exe
-    return exe
-
-
-call_p.def_impl(lambda *bufs, graph: executable(graph, "cpu")(*bufs))
-call_p.def_abstract_eval(lambda *avals, graph: graph.out_avals)
-call_p.inline_when_staged = lambda *args, graph: eval_graph(graph, *args)
-
-
-def _cached_graph(graph, key, fn, in_avals):
-    g = graph.cache.get(key)
-    if g is None:
-        g, captured = trace_to_graph(fn, in_avals, f"{key[0]}_{graph.name}")
-        assert not captured
-        graph.cache[key] = g
-    return g
-
-
-@call_p.def_jvp
-def _call_jvp(primals, tangents, *, graph):
-    from mirax.transforms.jvp import instantiate, jvp_flat
-    nz = tuple(t is not None for t in tangents)
-    n = len(primals)
-
-    def fn(*args):
-        xs, ts = list(args[:n]), iter(args[n:])
-        ts = [next(ts) if z else None for z in nz]
-        outs, touts = jvp_flat(lambda *ys: eval_graph(graph, *ys), xs, ts)
-        return outs + [instantiate(t, o) for t, o in zip(touts, outs)]
-
-    avals = [aval_of(x) for x in primals] + [aval_of(t) for t in tangents if t is not None]
-    jg = _cached_graph(graph, ("jvp", nz), fn, avals)
-    res = call_p.bind(*primals, *[t for t in tangents if t is not None], graph=jg)
-    m = len(graph.outputs)
-    return res[:m], res[m:]
-
-
-@call_p.def_vjp
-def _call_vjp(cts, outs, *primals, graph):
-    from mirax.transforms.jvp import instantiate
-    from mirax.transforms.vjp import vjp_flat
-    n = len(primals)
-
-    def fn(*args):
-        xs, cs = list(args[:n]), list(args[n:])
-        _, bwd = vjp_flat(lambda *ys: eval_graph(graph, *ys), xs)
-        return [instantiate(c, x) for c, x in zip(bwd(cs), xs)]
-
-    avals = [aval_of(x) for x in primals] + [aval_of(c) for c in cts]
-    bg = _cached_graph(graph, ("vjp",), fn, avals)
-    res = call_p.bind(*primals, *cts, graph=bg)
-    return [r if dtypes.is_float(aval_of(x).dtype) else None for r, x in zip(res, primals)]
-
-
-@call_p.def_vmap
-def _call_vmap(args, dims, *, graph):
-    from mirax.transforms.vmap import vmap_flat
-    size = next(aval_of(a).shape[d] for a, d in zip(args, dims) if d is not None)
-    m = len(graph.outputs)
-    avals = [aval_of(a) for a in args]
-    vg = _cached_graph(graph, ("vmap", tuple(dims), size),
-                       lambda *xs: vmap_flat(lambda *ys: eval_graph(graph, *ys), list(xs),
-                                             list(dims), size, [0] * m), avals)
-    return call_p.bind(*args, graph=vg), [0] * m
-
+from mirax.core.runtime import executable, nonhost_buffers as _nonhost
+from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
+from mirax.graph.build import arg_names_for, trace_to_graph
+from mirax.ops.call import call_p
+from mirax.ops.common import operand
 
 # --- jit ----------------------------------------------------------------------------------
 _LEAF = tree.structure(0)
 CacheInfo = namedtuple("CacheInfo", "hits misses size maxsize evictions")
-DEFAULT_CACHE_SIZE = int(os.environ.get("MIRAX_JIT_CACHE_SIZE", "64"))
 
 
 def _leaf_key(x):
@@ -142,9 +64,11 @@ class Jitted:
         self.static_argnums += tuple(pos[n] for n in self.static_argnames if n in pos)
         self.donate_argnums += tuple(pos[n] for n in as_tuple(donate_argnames) if n in pos)
         self.cache: OrderedDict = OrderedDict()
-        self.maxsize = cache_size or DEFAULT_CACHE_SIZE
+        self.maxsize = cache_size or config.get("jit_cache_size")
         self.hits = self.misses = self.evictions = 0
-        self.explain = os.environ.get("MIRAX_EXPLAIN_CACHE_MISSES", "") not in ("", "0")
+        # guards cache, _fast and the counters (never held while tracing or running)
+        self._lock = threading.Lock()
+        self.explain = config.get("explain_cache_misses")
         self._last_sig = None
         self._fast: dict = {}  # flat Array signature -> (key, run, out_tree, n_out, donate)
 
@@ -152,8 +76,9 @@ class Jitted:
         return CacheInfo(self.hits, self.misses, len(self.cache), self.maxsize, self.evictions)
 
     def clear_cache(self):
-        self.cache.clear()
-        self._fast.clear()
+        with self._lock:
+            self.cache.clear()
+            self._fast = {}
 
     def _split(self, args, kwargs):
         static, dyn = [], []
@@ -167,7 +92,7 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
-        if not kwargs and not _state.active and not _nonhost[0]:
+        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0]:
             try:
                 fkey = tuple([(a._buf.shape, a._buf.dtype, a._weak) for a in args])
                 entry = self._fast.get(fkey)
@@ -175,8 +100,13 @@ class Jitted:
                 entry = None
             if entry is not None:
                 key, run, out_tree, n_out, donate = entry
+                # no lock here (it would cost a third of this path): both steps are one
+                # bytecode-atomic update each under the GIL
                 self.hits += 1
-                self.cache.move_to_end(key)
+                try:
+                    self.cache.move_to_end(key)
+                except KeyError:  # another thread evicted it meanwhile
+                    pass
                 bufs = [a._buf for a in args]
                 if donate:
                     _own(bufs, donate)
@@ -189,10 +119,15 @@ class Jitted:
         key = (in_tree, tuple(map(_leaf_key, leaves)), statics)
         # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
         # tracing sees the key's avals and an output that is an input is still an Array
-        leaves = [x if isinstance(x, (Array, Tracer)) else _operand(x, "jit") for x in leaves]
-        entry = self.cache.get(key)
+        leaves = [x if isinstance(x, (Array, Tracer)) else operand(x, "jit") for x in leaves]
+        with self._lock:
+            entry = self.cache.get(key)
+            if entry is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                self.cache.move_to_end(key)
         if entry is None:
-            self.misses += 1
             if self.explain:
                 self._explain_miss(key, args, kwargs)
             entry = self._trace(args, kwargs, leaves, in_tree)
@@ -200,17 +135,15 @@ class Jitted:
                 graph, _, captured = entry
                 outs = call_p.bind(*leaves, *captured, graph=graph)
                 return tree.unflatten(graph.out_tree, outs)
-            self.cache[key] = entry
-            if len(self.cache) > self.maxsize:
-                self.cache.popitem(last=False)
-                self.evictions += 1
-                self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
-        else:
-            self.hits += 1
-            self.cache.move_to_end(key)
+            with self._lock:  # another thread may have traced the same key: first wins
+                entry = self.cache.setdefault(key, entry)
+                if len(self.cache) > self.maxsize:
+                    self.cache.popitem(last=False)
+                    self.evictions += 1
+                    self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
         donate = graph.cache.get("donate", ())
-        if donate and not _state.active:
+        if donate and not (_busy[0] and _state.active):
             leaves = list(leaves)
             for i in donate:  # never overwrite a buffer the caller may still read
                 x = leaves[i]
@@ -219,15 +152,17 @@ class Jitted:
                 elif isinstance(x, np.ndarray):
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
-        if not kwargs and not statics and not _state.active and not _nonhost[0] and \
-                len(leaves) == len(args) and all(type(a) is Array for a in args):
+        if not kwargs and not statics and not (_busy[0] and _state.active) and \
+                not _nonhost[0] and len(leaves) == len(args) and \
+                all(type(a) is Array for a in args):
             n_out = -1 if out_tree == _LEAF else len(outs)
-            self._fast[tuple(k for k in key[1])] = (key, executable(graph, "cpu"), out_tree,
-                                                    n_out, donate)
+            fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)
+            with self._lock:
+                if key in self.cache:  # (not evicted meanwhile by another thread)
+                    self._fast[tuple(k for k in key[1])] = fast
         return tree.unflatten(out_tree, outs)
 
     def _trace(self, args, kwargs, leaves, in_tree):
-        from mirax.ops.common import operand
         box = []
 
         def flat_fn(*xs):

@@ -15,6 +15,7 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
 from mirax.core.trace import aval_of, new_base
+from mirax.graph.build import trace_to_graph
 
 
 class ShapeDtypeStruct:
@@ -50,7 +51,6 @@ def _aval(x) -> ShapedArray:
 def eval_shape(fun, *args, **kwargs):
     """The ShapeDtypeStruct pytree of fun(*args, **kwargs), by tracing (no computation).
     Arguments may be arrays, NumPy arrays, scalars or ShapeDtypeStructs."""
-    from mirax.ir.build import trace_to_graph
     leaves, in_tree = tree.flatten((args, kwargs))
     out_tree = []
 

@@ -15,5 +15,6 @@ def f32(*shape):
 
 
 def run_graph(graph, *args):
-    from mirax.backends import cpu_backend
+    from mirax.core import runtime
+    cpu_backend = runtime.backend("cpu")
     return cpu_backend.compile(graph)(*(np.asarray(a) for a in args))

@@ -7,7 +7,8 @@ import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.backends import cpu_backend
+from mirax.core import runtime
+cpu_backend = runtime.backend("cpu")
 from mirax.backends.cpu import blocked
 from mirax.compiler import optimize
 
@@ -15,9 +16,9 @@ UNFUSED = types.SimpleNamespace(fuses=False, writes_into=cpu_backend.writes_into
 
 
 @pytest.fixture(autouse=True)
-def numpy_only(monkeypatch):
+def numpy_only(knobs):
     """These tests are about the NumPy path: compiled loops (loops.py) off."""
-    monkeypatch.setenv("MIRAX_NUMBA", "0")
+    knobs(numba=False)
 
 
 @pytest.fixture

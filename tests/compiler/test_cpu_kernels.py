@@ -9,9 +9,9 @@ import mirax.numpy as mnp
 from mirax.backends.cpu import kernels
 from mirax.compiler import optimize
 from mirax.core.avals import ShapedArray
-from mirax.ir.graph import Node, Var
+from mirax.graph.graph import Node, Var
 from mirax.ops.dot import dot_general_p
-from mirax.ops.nn import _gelu_bwd_impl, _gelu_impl, _index_add_impl
+from mirax.core.primitive import registry
 
 RNG = np.random.default_rng(0)
 
@@ -56,7 +56,7 @@ def test_index_add_kernel_is_bitwise_the_reference(shape, monkeypatch):
     x = RNG.normal(size=shape).astype(np.float32)
     idx = RNG.integers(0, 9, shape[0]).astype(np.int32)  # many repeats
     out = kernels.NATIVE["index_add"](x, idx, num_rows=11)
-    np.testing.assert_array_equal(out, _index_add_impl(x, idx, num_rows=11))
+    np.testing.assert_array_equal(out, registry["index_add"].impl(x, idx, num_rows=11))
     assert out.shape == (11,) + shape[1:] and out.dtype == np.float32
     with pytest.raises(ValueError, match="out of range"):
         kernels.NATIVE["index_add"](x, idx, num_rows=5)
@@ -66,7 +66,7 @@ def test_index_add_through_jit_uses_the_kernel():
     x = RNG.normal(size=(300, 8)).astype(np.float32)
     idx = RNG.integers(0, 40, 300).astype(np.int32)
     out = mx.jit(lambda x, i: mx.nn.index_add(x, i, 40))(mx.asarray(x), mx.asarray(idx))
-    np.testing.assert_array_equal(np.asarray(out), _index_add_impl(x, idx, num_rows=40))
+    np.testing.assert_array_equal(np.asarray(out), registry["index_add"].impl(x, idx, num_rows=40))
 
 
 @pytest.mark.parametrize("shape", [(3, 70001), (5,), ()])
@@ -74,12 +74,12 @@ def test_gelu_kernels_match_reference(shape):
     x = (3 * RNG.normal(size=shape)).astype(np.float32)
     ct = RNG.normal(size=shape).astype(np.float32)
     np.testing.assert_allclose(kernels.NATIVE["gelu"](x, approximate=True),
-                               _gelu_impl(x, approximate=True), rtol=2e-6, atol=2e-6)
+                               registry["gelu"].impl(x, approximate=True), rtol=2e-6, atol=2e-6)
     got = kernels.NATIVE["gelu_bwd"](ct, None, x, wrt=(0,), nout=1, approximate=True)
-    ref = _gelu_bwd_impl(ct, None, x, wrt=(0,), nout=1, approximate=True)
+    ref = registry["gelu_bwd"].impl(ct, None, x, wrt=(0,), nout=1, approximate=True)
     np.testing.assert_allclose(got[0], ref[0], rtol=1e-5, atol=1e-5)
     erf = kernels.NATIVE["gelu"](x, approximate=False)  # the erf form: the reference
-    np.testing.assert_array_equal(erf, _gelu_impl(x, approximate=False))
+    np.testing.assert_array_equal(erf, registry["gelu"].impl(x, approximate=False))
 
 
 def test_transposed_dot_becomes_swapped_dot():
@@ -106,9 +106,9 @@ def test_cse_merges_commutative_operands():
     assert names.count("mul") == 2 and names.count("add") == 2
 
 
-def test_mul_reduce_sum_runs_as_einsum(monkeypatch, capsys):
+def test_mul_reduce_sum_runs_as_einsum(knobs, monkeypatch, capsys):
     from mirax.compiler import pipeline
-    monkeypatch.setenv("MIRAX_DEBUG", "3")
+    knobs(debug=3)
     monkeypatch.setattr(pipeline, "_register_report", lambda: None)
     a = RNG.normal(size=(200, 64)).astype(np.float32)   # big enough to be freed early
     b = RNG.normal(size=(200, 64)).astype(np.float32)
@@ -132,9 +132,9 @@ def test_mul_reduce_sum_runs_as_einsum(monkeypatch, capsys):
     np.testing.assert_allclose(np.asarray(out[1]), a * b)
 
 
-def test_float_div_is_a_raw_ufunc_int_div_truncates(monkeypatch, capsys):
+def test_float_div_is_a_raw_ufunc_int_div_truncates(knobs, monkeypatch, capsys):
     from mirax.compiler import pipeline
-    monkeypatch.setenv("MIRAX_DEBUG", "3")
+    knobs(debug=3)
     monkeypatch.setattr(pipeline, "_register_report", lambda: None)
     x = np.array([1.0, -2.0, 0.0, 3.0], np.float32)
     y = np.array([0.0, 4.0, 0.0, -2.0], np.float32)

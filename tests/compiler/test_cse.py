@@ -5,7 +5,7 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.compiler.cse import cse
 from mirax.compiler.dce import dce
-from mirax.ir.graph import Graph
+from mirax.graph.graph import Graph
 
 from listing import f32, run_graph, show
 

@@ -3,7 +3,8 @@ import numpy as np
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.backends import cpu_backend
+from mirax.core import runtime
+cpu_backend = runtime.backend("cpu")
 from mirax.compiler import optimize
 from mirax.compiler.fusion import fuse
 

@@ -69,8 +69,8 @@ def test_static_args_in_key():
     assert f.cache_info()[:2] == (1, 2)
 
 
-def test_explain_cache_misses(monkeypatch, capsys):
-    monkeypatch.setenv("MIRAX_EXPLAIN_CACHE_MISSES", "1")
+def test_explain_cache_misses(knobs, monkeypatch, capsys):
+    knobs(explain_cache_misses="1")
 
     def loss(params, x, n):
         return mnp.sum(params["w"] * x) * n

@@ -9,7 +9,8 @@ import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.backends import cpu_backend
+from mirax.core import runtime
+cpu_backend = runtime.backend("cpu")
 from mirax.backends.cpu import loops
 from mirax.compiler import optimize
 from mirax.ops.elementwise import mul_strong
@@ -21,9 +22,9 @@ RNG = np.random.default_rng(0)
 
 
 @pytest.fixture(autouse=True)
-def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("MIRAX_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("MIRAX_NUMBA", raising=False)
+def cache_dir(tmp_path, knobs):
+    knobs(cache_dir=str(tmp_path))
+    knobs(numba=True)
     return tmp_path
 
 
@@ -115,11 +116,11 @@ def test_row_and_full_sums_stay_with_numpy():
         np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
 
 
-def test_off_switch_and_small_groups(monkeypatch):
+def test_off_switch_and_small_groups(knobs, monkeypatch):
     x = RNG.normal(size=8192).astype(np.float32)
     assert _plans(lambda x: x * 2.0 + 1.0, x)[0] == 1
     assert _plans(lambda x: x * 2.0 + 1.0, x[:100])[0] == 0
-    monkeypatch.setenv("MIRAX_NUMBA", "0")
+    knobs(numba="0")
     assert _plans(lambda x: x * 2.0 + 1.0, x)[0] == 0
 
 
@@ -152,10 +153,10 @@ def test_compiled_kernels_load_from_the_disk_cache(cache_dir):
     subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
-def test_unwritable_cache_compiles_in_memory(monkeypatch, tmp_path):
+def test_unwritable_cache_compiles_in_memory(knobs, monkeypatch, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
-    monkeypatch.setenv("MIRAX_CACHE_DIR", str(blocker))   # a file: no directory there
+    knobs(cache_dir=str(blocker))   # a file: no directory there
     loops._kernels.clear()
     x = RNG.normal(size=5000).astype(np.float32)
     _bitwise(lambda x: x * 5.0 + 2.0, x)

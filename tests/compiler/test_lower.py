@@ -7,14 +7,14 @@ import mirax.numpy as mnp
 from listing import f32
 
 
-def _debug(monkeypatch, level):
+def _debug(monkeypatch, knobs, level):
     from mirax.compiler import pipeline
-    monkeypatch.setenv("MIRAX_DEBUG", str(level))
+    knobs(debug=level)
     monkeypatch.setattr(pipeline, "_register_report", lambda: None)  # no report at exit
 
 
-def test_generated_source_calls_ufuncs_with_out(monkeypatch, capsys):
-    _debug(monkeypatch, 3)
+def test_generated_source_calls_ufuncs_with_out(knobs, monkeypatch, capsys):
+    _debug(monkeypatch, knobs, 3)
 
     def f(x, y):
         return mnp.sum(mnp.sin(x * y) + 1.0)
@@ -30,8 +30,8 @@ def test_generated_source_calls_ufuncs_with_out(monkeypatch, capsys):
     assert "[mirax] pass simplify:" in err and "[mirax] pass plan_memory:" in err
 
 
-def test_errstate_ufuncs_grouped_in_one_block(monkeypatch, capsys):
-    _debug(monkeypatch, 3)
+def test_errstate_ufuncs_grouped_in_one_block(knobs, monkeypatch, capsys):
+    _debug(monkeypatch, knobs, 3)
     with np.errstate(all="raise"):
         out = mx.jit(lambda x: mnp.log(mnp.exp(x)) + mnp.sqrt(x))(mx.asarray(
             np.array([-1.0, 0.0, 1000.0], np.float32)))
@@ -47,7 +47,7 @@ def test_single_errstate_op_calls_the_impl():
         assert np.isinf(np.asarray(f(mx.asarray(np.float32([1000.0]))))[0])
 
 
-def test_debug_report(monkeypatch):
+def test_debug_report(knobs, monkeypatch):
     from mirax.compiler.pipeline import report
     mx.jit(lambda x: mnp.tanh(x) * 2.0)(f32(3))
     text = report()

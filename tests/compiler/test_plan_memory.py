@@ -6,6 +6,7 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.backends.cpu.lower import lower, writes_into
 from mirax.compiler.memory import format_plan, plan_memory
+from mirax.core import runtime
 
 from listing import f32, run_graph
 
@@ -50,7 +51,7 @@ def test_lowered_reuse_matches_reference():
     x, y = f32(3, 3) / 10, f32(3, 3) / 7
     g = mx.make_graph(_chain)(x, y)
     want = run_graph(g, x, y)
-    planned = lower(plan_memory(g, (), writes_into))
+    planned = lower(runtime.backend("cpu"), plan_memory(g, (), writes_into))
     got = planned(np.asarray(x), np.asarray(y))
     for a, b in zip(want, got):
         np.testing.assert_array_equal(a, b)

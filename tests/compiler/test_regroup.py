@@ -8,9 +8,9 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.compiler import optimize
 from mirax.compiler.decompose import decompose
-from mirax.compiler.fusion import fusion_p
+from mirax.ops.call import fusion_p
 from mirax.compiler.regroup import fold_broadcasts, merge_elementwise, rematerialize
-from mirax.ir.interpret import eval_graph
+from mirax.graph.interpret import eval_graph
 
 
 class _Fusing:  # a backend that takes every fusion group (as the CUDA backend does)

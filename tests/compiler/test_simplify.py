@@ -95,7 +95,7 @@ def test_no_folding_of_big_constants_or_mismatched_shapes():
 
 
 def test_convert_to_same_dtype_dropped():
-    from mirax.ir.graph import Graph
+    from mirax.graph.graph import Graph
     g = Graph("f")
     x = g.input((3,), "float32", "x")
     y = g.add("convert_element_type", x, new_dtype=np.dtype("float32"), weak_type=False)

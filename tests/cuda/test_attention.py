@@ -21,12 +21,12 @@ if not cp.cuda.is_available():  # getDeviceCount() > 0; False where it raises (n
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import mirax as mx  # noqa: E402
-from mirax import backends  # noqa: E402
+from mirax.core import runtime  # noqa: E402
 from mirax.backends.cuda import attention  # noqa: E402
 from mirax.core import dtypes  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-BE = backends.get_device("cuda").backend
+BE = runtime.get_device("cuda").backend
 NAMES = ("dot_product_attention", "dot_product_attention_bwd")
 TOL = {"float32": 2e-5, "float16": 2e-2, "bfloat16": 3e-2}
 
@@ -260,11 +260,11 @@ def test_unsupported_falls_back_and_is_counted():
     assert attention.fallbacks["head dims 160, 160"] >= 1
 
 
-def test_blas_path_is_captured_as_a_cuda_graph(monkeypatch):
+def test_blas_path_is_captured_as_a_cuda_graph(knobs, monkeypatch):
     """The float32 cuBLAS path calls cuBLAS through library's ctypes handle, so a plan that
     runs it can be captured as a CUDA graph (CuPy's binding refused the capture)."""
     from mirax.backends.cuda import graphs
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+    knobs(cuda_graphs="1")
     monkeypatch.setattr(attention, "force_path", "blas")
     rng = _rng("graph")
     host = [rng.standard_normal((1, 40, 2, 16)).astype(np.float32) for _ in range(3)]
@@ -294,7 +294,7 @@ def test_merge_pass_fuses_the_adam_update():
     """runtime.merge_elementwise: one kernel per parameter for an Adam step's update."""
     from mirax.backends.cuda import runtime
     from mirax.compiler import optimize
-    from mirax.compiler.fusion import fusion_p
+    from mirax.ops.call import fusion_p
 
     def step(p, m, v, g, t):
         m = 0.9 * m + 0.1 * g

@@ -21,13 +21,13 @@ if not cp.cuda.is_available():  # getDeviceCount() > 0; False where it raises (n
 
 import mirax as mx  # noqa: E402
 import mirax.numpy as mnp  # noqa: E402
-from mirax import backends  # noqa: E402
+from mirax.core import runtime  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 from opspec import SHORT, SPECS, reference, value_tol  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-CUDA = backends.get_device("cuda")
+CUDA = runtime.get_device("cuda")
 BE = CUDA.backend
 
 
@@ -652,7 +652,7 @@ def test_two_stage_loss_with_values(dtype, two_stage):
     assert "reduce_sum" in two_stage
 
 
-def test_two_stage_fallbacks(two_stage, monkeypatch):
+def test_two_stage_fallbacks(knobs, two_stage, monkeypatch):
     """A strided input takes CuPy's kernel; MIRAX_CUDA_TWO_STAGE=0 turns the kernels off;
     many short rows keep CuPy's kernel. The values agree."""
     x = _rng("fallback").standard_normal((513, 1027)).astype(np.float32)
@@ -667,7 +667,7 @@ def test_two_stage_fallbacks(two_stage, monkeypatch):
     xs = x.reshape(-1)[:4000 * 100].reshape(4000, 100)
     _close(mx.jit(lambda x: mnp.max(x * 2.0, axis=1))(_cuda(xs)), 2 * xs.max(axis=1), 1e-6, 0)
     assert len(two_stage) == 2  # 4000 rows of 100: CuPy's kernel
-    monkeypatch.setenv("MIRAX_CUDA_TWO_STAGE", "0")
+    knobs(cuda_two_stage="0")
     _close(mx.jit(lambda x: mnp.sum(mnp.square(x) * 0.5 + 0.0))(_cuda(x)), want, 1e-5, 0)
     _close(mx.jit(lambda x: mnp.max(x * 3.0, axis=0))(_cuda(x)), 3 * x.max(axis=0), 1e-6, 0)
     assert len(two_stage) == 2
@@ -787,8 +787,8 @@ def test_transformer_block_has_no_op_by_op_fusions(dtype):
                np.asarray(g0[k]).astype(np.float32) / scale, tol, tol, what=k)
 
 
-def test_debug_prints_kernel_source(monkeypatch, capfd):
-    monkeypatch.setenv("MIRAX_DEBUG", "3")
+def test_debug_prints_kernel_source(knobs, monkeypatch, capfd):
+    knobs(debug="3")
     f = mx.jit(lambda x: mnp.tanh(x * 1.7) + mnp.cos(x) * 0.1234567)
     f(_cuda(np.ones((3, 3), np.float32)))
     err = capfd.readouterr().err
@@ -863,8 +863,8 @@ def test_dlpack_interop():
     np.testing.assert_array_equal(np.asarray(m + 1), np.arange(4) + 1)
 
 
-def test_mirax_device_env(monkeypatch):
-    monkeypatch.setenv("MIRAX_DEVICE", "cuda")
+def test_mirax_device_env(knobs, monkeypatch):
+    knobs(device="cuda")
     assert mx.default_device().platform == "cuda"
     x = mx.asarray(np.ones(3, np.float32), device=mx.default_device())
     assert x.device.platform == "cuda"

@@ -15,12 +15,12 @@ if not cp.cuda.is_available():  # getDeviceCount() > 0; False where it raises (n
 
 import mirax as mx  # noqa: E402
 import mirax.numpy as mnp  # noqa: E402
-from mirax import backends  # noqa: E402
+from mirax.core import runtime  # noqa: E402
 from mirax.backends.cuda import graphs  # noqa: E402
-from mirax.transforms.jit import executable  # noqa: E402
+from mirax.core.runtime import executable  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-BE = backends.get_device("cuda").backend
+BE = runtime.get_device("cuda").backend
 
 
 def _cuda(x):
@@ -52,8 +52,8 @@ def _np(bufs):
     return [cp.asnumpy(b) for b in bufs]
 
 
-def test_replay_matches_plain_plan_across_calls(monkeypatch):
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+def test_replay_matches_plain_plan_across_calls(knobs, monkeypatch):
+    knobs(cuda_graphs="1")
     params, x = _data(0)
     args = (_cuda(params), _cuda(x))
     plan, _ = _plan(_mlp, *args)
@@ -72,8 +72,8 @@ def test_replay_matches_plain_plan_across_calls(monkeypatch):
     assert graphs.stats["replays"] >= replays + 4
 
 
-def test_outputs_are_fresh_buffers(monkeypatch):
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+def test_outputs_are_fresh_buffers(knobs, monkeypatch):
+    knobs(cuda_graphs="1")
     f = lambda a, b: (a * 2.0 + b, mnp.tanh(a).sum(), a)  # noqa: E731 - an input passed out
     a0, b0 = (_cuda(np.arange(12.0, dtype=np.float32).reshape(3, 4) + k) for k in (0, 1))
     plan, _ = _plan(f, a0, b0)
@@ -95,8 +95,8 @@ def test_outputs_are_fresh_buffers(monkeypatch):
             assert a.data.ptr != keep[k][0]._buf.data.ptr
 
 
-def test_strided_and_scalar_inputs(monkeypatch):
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+def test_strided_and_scalar_inputs(knobs, monkeypatch):
+    knobs(cuda_graphs="1")
     f = lambda a, s: (a + s) * a.T.sum()  # noqa: E731
     a = _cuda(np.ones((4, 6), np.float32))
     plan, _ = _plan(f, a, _cuda(np.float32(1)))
@@ -108,9 +108,9 @@ def test_strided_and_scalar_inputs(monkeypatch):
     assert plan.state == "graph", graphs.failures
 
 
-def test_not_captured_when_a_host_sync_is_inside(monkeypatch):
+def test_not_captured_when_a_host_sync_is_inside(knobs, monkeypatch):
     """cond reads its branch index on the host: the capture fails, the plan runs plain."""
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+    knobs(cuda_graphs="1")
 
     def f(x):
         return mx.lax.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x) + 1.0
@@ -125,8 +125,8 @@ def test_not_captured_when_a_host_sync_is_inside(monkeypatch):
     assert plan.cuda_graph is None
 
 
-def test_not_captured_with_a_host_fallback(monkeypatch):
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+def test_not_captured_with_a_host_fallback(knobs, monkeypatch):
+    knobs(cuda_graphs="1")
     f = lambda a: mnp.linalg.cholesky(a @ a.T + 4.0 * mnp.eye(3)) * 2.0  # noqa: E731
     a0 = np.arange(9, dtype=np.float32).reshape(3, 3) / 9
     plan, _ = _plan(f, _cuda(a0))
@@ -138,8 +138,8 @@ def test_not_captured_with_a_host_fallback(monkeypatch):
     assert plan.state == "off"
 
 
-def test_knob_off_never_captures(monkeypatch):
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "0")
+def test_knob_off_never_captures(knobs, monkeypatch):
+    knobs(cuda_graphs="0")
     params, x = _data(1)
     plan, bufs = _plan(_mlp, _cuda(params), _cuda(x))
     captured = graphs.stats["captured"]
@@ -148,8 +148,8 @@ def test_knob_off_never_captures(monkeypatch):
     assert graphs.stats["captured"] == captured and plan.cuda_graph is None
 
 
-def test_auto_mode_captures_a_launch_bound_plan(monkeypatch):
-    monkeypatch.delenv("MIRAX_CUDA_GRAPHS", raising=False)
+def test_auto_mode_captures_a_launch_bound_plan(knobs, monkeypatch):
+    knobs(cuda_graphs="auto")
     params, x = _data(2, n=4)  # tiny: the GPU waits on the host between kernels
     plan, bufs = _plan(_mlp, _cuda(params), _cuda(x))
     want = _np(plan(*bufs))
@@ -160,10 +160,10 @@ def test_auto_mode_captures_a_launch_bound_plan(monkeypatch):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
 
-def test_auto_mode_leaves_a_plan_of_big_arrays_plain(monkeypatch):
+def test_auto_mode_leaves_a_plan_of_big_arrays_plain(knobs, monkeypatch):
     """One softmax over 64 MiB: GPU-bound, and a replay would add copies of in- and
     output: auto keeps it plain."""
-    monkeypatch.delenv("MIRAX_CUDA_GRAPHS", raising=False)
+    knobs(cuda_graphs="auto")
     x = _cuda(np.random.default_rng(0).standard_normal((4096, 4096), dtype=np.float32))
     plan, bufs = _plan(lambda x: mx.nn.softmax(x, axis=-1), x)
     for _ in range(5):
@@ -171,8 +171,8 @@ def test_auto_mode_leaves_a_plan_of_big_arrays_plain(monkeypatch):
     assert plan.state == "off" and plan.cuda_graph is None, plan.measured
 
 
-def test_jit_and_grad_compose_with_graphs(monkeypatch):
-    monkeypatch.setenv("MIRAX_CUDA_GRAPHS", "1")
+def test_jit_and_grad_compose_with_graphs(knobs, monkeypatch):
+    knobs(cuda_graphs="1")
 
     def loss(params, x):
         y, s = _mlp(params, x)
@@ -190,7 +190,7 @@ def test_jit_and_grad_compose_with_graphs(monkeypatch):
     assert not any(k[0] == "call" for k in BE.failures), BE.failures
 
 
-def test_training_loop_with_graphs_matches_without(monkeypatch):
+def test_training_loop_with_graphs_matches_without(knobs, monkeypatch):
     """An Adam-like step carried across calls: captured and plain runs agree step by step."""
     def step(p, m, x):
         g = mx.grad(lambda p: mnp.mean(mnp.tanh(x @ p) ** 2))(p)
@@ -201,7 +201,7 @@ def test_training_loop_with_graphs_matches_without(monkeypatch):
     x = _cuda(rng.standard_normal((10, 6)).astype(np.float32))
     results = {}
     for knob in ("1", "0"):
-        monkeypatch.setenv("MIRAX_CUDA_GRAPHS", knob)
+        knobs(cuda_graphs=knob)
         f = mx.jit(step)
         p, m = _cuda(p0), _cuda(np.zeros_like(p0))
         trace = []

@@ -4,7 +4,7 @@ import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.transforms.vjp import vjp_flat
+from mirax.interpreters.vjp import vjp_flat
 
 X = np.array([0.3, -1.2, 2.0], np.float32)
 

@@ -2,12 +2,15 @@
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 
 import numpy as np
 
-from mirax.backends.base import Backend, Device
+from mirax.core import config
+from mirax.core.runtime import Backend, Device
+from mirax.backends.cpu.kernels import impl_of
+from mirax.backends.cpu.blocked import accepts
+from mirax.backends.cpu.lower import lower, writes_into
 
 
 class CpuBackend(Backend):
@@ -34,21 +37,17 @@ class CpuBackend(Backend):
     def impl(self, prim):
         if prim.impl is None:
             raise NotImplementedError(f"{prim.name}: no CPU implementation")
-        from mirax.backends.cpu.kernels import impl_of
         return impl_of(prim)
 
     def fuse_group(self, members) -> bool:
-        from mirax.backends.cpu.blocked import accepts
         return accepts(members)
 
     def writes_into(self, node) -> bool:
-        from mirax.backends.cpu.lower import writes_into
         return writes_into(node)
 
     def compile(self, graph):
-        from mirax.backends.cpu.lower import lower
         _keep_freed_memory()
-        return lower(graph)
+        return lower(self, graph)
 
 
 _tuned = False
@@ -64,7 +63,7 @@ def _keep_freed_memory():
     to its peak memory, as the caching allocators of JAX and PyTorch do."""
     global _tuned
     if _tuned or not sys.platform.startswith("linux") or \
-            os.environ.get("MIRAX_CPU_MALLOC") == "default":
+            config.get("cpu_malloc") == "default":
         return
     _tuned = True
     try:

@@ -24,6 +24,10 @@ import math
 import sys
 
 import numpy as np
+from mirax.backends.cpu import loops
+from mirax.backends.cpu import kernels
+from mirax.backends.cpu import lower
+from mirax.compiler.pipeline import debug_level
 
 BLOCK = 1 << 14      # elements per chunk (f32: 64 KiB per temporary; measured best)
 MIN_SIZE = 1 << 15   # claim only groups with at least this many elements ...
@@ -129,7 +133,6 @@ def accepts(members) -> bool:
     """Whether the CPU runs this fusion group fused (else it stays unfused): as a compiled
     loop where loops.py takes it, else blocked, with enough elements and ops and values
     passed between members (else nothing stays in cache)."""
-    from mirax.backends.cpu import loops
     if loops.eligible(members):
         return True
     shape = group_shape(members)
@@ -168,8 +171,6 @@ def _einsum_muls(members, outs, lay) -> dict:
 
 def compile_fusion(node):
     """The kernel of one fusion node: a generated function of the node's inputs."""
-    from mirax.backends.cpu.kernels import impl_of
-    from mirax.backends.cpu.lower import ufunc_of
     sub = node.params["graph"]
     members, ins, outs = sub.nodes, list(sub.inputs), list(sub.outputs)
     lay = layout(members, ins)
@@ -253,14 +254,14 @@ def compile_fusion(node):
             dest = temp(o.aval.dtype)
         names[o] = dest
         chunk_of[o] = dest
-        u, _err = ufunc_of(m.prim, m) if not m.params else (None, False)
+        u, _err = lower.ufunc_of(m.prim, m) if not m.params else (None, False)
         if u is not None:
             env[f"_{u.__name__}"] = u
             loop.append(f"_{u.__name__}({', '.join(args)}, out={dest})")
         elif name == "convert_element_type":
             loop.append(f"_np.copyto({dest}, {args[0]}, casting='unsafe')")
         else:
-            fn = impl_of(m.prim)
+            fn = kernels.impl_of(m.prim)
             env[f"_k{k}"] = functools.partial(fn, **m.params) if m.params else fn
             loop.append(f"{dest}[...] = _k{k}({', '.join(args)})")
     body = list(head)
@@ -275,7 +276,6 @@ def compile_fusion(node):
     body = [f"with {_ERRSTATE}:"] + ["    " + ln for ln in body]
     args = ", ".join(f"i{j}" for j in range(len(ins)))
     src = "\n".join([f"def fused({args}):"] + ["    " + ln for ln in body])
-    from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"# --- blocked CPU kernel {node.params['name']} ---\n{src}", file=sys.stderr)
     exec(compile(src, f"<mirax blocked {node.params['name']}>", "exec"), env)

@@ -19,6 +19,10 @@ import math
 from typing import Callable
 
 import numpy as np
+from mirax.backends.cpu import blocked, loops
+from mirax.core.primitive import registry
+from mirax.ops.graph_ops import check_rows
+from mirax.backends.cpu._rows import scatter_add_rows
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
@@ -86,7 +90,6 @@ def _dot_general(node):
 
 
 def _fusion(node):
-    from mirax.backends.cpu import blocked, loops
     members = node.params["graph"].nodes
     return (loops if loops.eligible(members) else blocked).compile_fusion(node)
 
@@ -118,14 +121,11 @@ def specialize(node) -> Callable | None:
 # --- index_add: blocked flat scatter -------------------------------------------------------
 @_native("index_add")
 def _index_add(x, idx, *, num_rows):
-    from mirax.ops.nn import _index_add_impl, _np_check
     if x.ndim < 2 or x.dtype not in _FAST or x.size == 0:
-        return _index_add_impl(x, idx, num_rows=num_rows)
-    _np_check(idx, num_rows, "index_add")
+        return registry["index_add"].impl(x, idx, num_rows=num_rows)
+    check_rows(idx, num_rows, "index_add")
     row = math.prod(x.shape[1:])
-    from mirax.backends.cpu import loops
     if loops.available():
-        from mirax.backends.cpu._rows import scatter_add_rows
         out = np.zeros((num_rows, row), x.dtype)
         scatter_add_rows(np.ascontiguousarray(x).reshape(-1, row), idx, out)
         return out.reshape((num_rows,) + x.shape[1:])
@@ -156,8 +156,7 @@ def _blocks(*arrays):
 @_native("gelu")
 def _gelu(x, *, approximate):
     if not approximate or x.dtype not in _FAST or x.ndim == 0:
-        from mirax.ops.nn import _gelu_impl
-        return _gelu_impl(x, approximate=approximate)
+        return registry["gelu"].impl(x, approximate=approximate)
     out = np.empty(x.shape, x.dtype)
     (xf, of), blocks = _blocks(x, out)
     buf = np.empty(min(BLOCK, xf.size), x.dtype)
@@ -180,8 +179,8 @@ def _gelu(x, *, approximate):
 def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
     if not approximate or x.dtype not in _FAST or ct.dtype != x.dtype or x.ndim == 0 or \
             ct.shape != x.shape:
-        from mirax.ops.nn import _gelu_bwd_impl
-        return _gelu_bwd_impl(ct, out, x, wrt=wrt, nout=nout, approximate=approximate)
+        return registry["gelu_bwd"].impl(ct, out, x, wrt=wrt, nout=nout,
+                                         approximate=approximate)
     res = np.empty(x.shape, x.dtype)
     (xf, cf, rf), blocks = _blocks(x, ct, res)
     n = min(BLOCK, xf.size)

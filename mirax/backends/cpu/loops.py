@@ -28,9 +28,14 @@ import importlib.util
 import math
 import os
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
+
+from mirax.core import config
+from mirax.compiler.pipeline import debug_level
+from mirax.backends.cpu import blocked
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _BOOL = np.dtype(np.bool_)
@@ -50,11 +55,12 @@ MIN_OPS = 2
 
 _numba = None
 _kernels: dict = {}
+_kernels_lock = threading.Lock()  # one compile per source (two threads share the file)
 
 
 def available() -> bool:
     global _numba
-    if os.environ.get("MIRAX_NUMBA", "1") == "0":
+    if not config.get("numba"):
         return False
     if _numba is None:
         try:
@@ -91,26 +97,24 @@ def _expr(node, args) -> str | None:
 def eligible(members) -> bool:
     """Whether the group runs as a compiled loop (numba present, every op taken, only
     leading-axis reductions, big enough)."""
-    from mirax.backends.cpu.blocked import REDUCE, externals, group_shape, layout
-    if not available() or math.prod(group_shape(members)) < MIN_SIZE:
+    if not available() or math.prod(blocked.group_shape(members)) < MIN_SIZE:
         return False
-    if sum(n.prim.name not in REDUCE for n in members) < MIN_OPS:
+    if sum(n.prim.name not in blocked.REDUCE for n in members) < MIN_OPS:
         return False
     for n in members:
-        if n.prim.name in REDUCE:
+        if n.prim.name in blocked.REDUCE:
             if n.prim.name != "reduce_sum" or \
                     np.dtype(n.inputs[0].aval.dtype) not in _FLOATS:
                 return False
         elif _expr(n, ["a", "b", "c"]) is None:
             return False
-    lay = layout(members, externals(members))
+    lay = blocked.layout(members, blocked.externals(members))
     return lay is not None and all(k == "lead" for k in lay.reds.values())
 
 
 def source(members, ins, outs, lay) -> str:
     """The loop nest: `kernel(L, R, i0, ..., o0, ...)`; outside inputs are 2-d (L, R)
     views or 1-d vectors, elementwise outputs (L, R), leading-axis sums (R,)."""
-    from mirax.backends.cpu.blocked import REDUCE
     name = {v: f"i{j}" for j, v in enumerate(ins)}
     load = {"full": "{}[i, j]", "lead": "{}[j]", "trail": "{}[i]", "one": "{}[0]"}
     val = {v: load[lay.ins[v]].format(name[v]) for v in ins}
@@ -118,7 +122,7 @@ def source(members, ins, outs, lay) -> str:
     init, body = [], []
     for k, m in enumerate(members):
         o = m.outputs[0]
-        if m.prim.name in REDUCE:
+        if m.prim.name in blocked.REDUCE:
             acc = f"o{out_pos[o]}"
             init.append(f"{acc}[:] = 0")
             body.append(f"{acc}[j] += {val[m.inputs[0]]}")
@@ -155,8 +159,14 @@ def _compiled(src: str):
     fn = _kernels.get(key)
     if fn is not None:
         return fn
+    with _kernels_lock:
+        fn = _kernels.get(key)
+        return fn if fn is not None else _compile(key, src)
+
+
+def _compile(key: str, src: str):
     text = _PRELUDE + '@_nb.njit(cache=__CACHE__, error_model="numpy")\n' + src
-    root = Path(os.environ.get("MIRAX_CACHE_DIR", Path.home() / ".cache" / "mirax")) / "loops"
+    root = Path(config.get("cache_dir")) / "loops"
     path = root / f"k_{key}.py"
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -178,18 +188,16 @@ def _compiled(src: str):
 
 def compile_fusion(node):
     """The kernel of one eligible fusion node: allocates the outputs and runs the loop."""
-    from mirax.backends.cpu.blocked import REDUCE, externals, layout
     sub = node.params["graph"]
     members, ins, outs = sub.nodes, list(sub.inputs), list(sub.outputs)
-    lay = layout(members, externals(members))
+    lay = blocked.layout(members, blocked.externals(members))
     src = source(members, ins, outs, lay)
-    from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"# --- compiled CPU loop {node.params['name']} ---\n{src}", file=sys.stderr)
     L, R = (1, lay.L) if lay.flat else (lay.L, lay.R)   # flat: one row, the inner loop
     view = {"full": (L, R), "lead": (R,), "trail": (L,), "one": (1,)}
     in_shapes = [view[lay.ins[v]] for v in ins]
-    red = {n.outputs[0] for n in members if n.prim.name in REDUCE}   # (R,) sums
+    red = {n.outputs[0] for n in members if n.prim.name in blocked.REDUCE}   # (R,) sums
     out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
                  for o in outs]
     try:   # compile now, on empty arrays of the call's types (the loop body never runs)
@@ -197,7 +205,6 @@ def compile_fusion(node):
         empty = [np.empty((0,) * len(s), np.dtype(v.aval.dtype)) for v, s in zip(ins, in_shapes)]
         kernel(0, 0, *empty, *(np.empty((0,) * len(s), d) for s, d, _ in out_specs))
     except Exception as e:   # a numba failure is ours, not the user's: run it blocked
-        from mirax.backends.cpu import blocked
         print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
               f"running it blocked", file=sys.stderr)
         return blocked.compile_fusion(node)

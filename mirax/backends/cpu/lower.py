@@ -6,9 +6,9 @@ memory plan (compiler/memory.py) says it is safe; impls that only wrap a ufunc i
 `np.errstate` are called as raw ufuncs inside one errstate block for the whole function
 (one context switch per call instead of one per op); so are float div and pow, whose impls
 only branch on integer dtypes. Other nodes call a kernel built for the node
-(kernels.specialize: dot_general), else the backend's kernel or the reference impl with the
+(specialize: dot_general), else the backend's kernel or the reference impl with the
 params bound (`v5 = _k5(v4)`). A reduce_sum over trailing axes of a product used nowhere
-else runs as one einsum at the sum (kernels.mul_sum). Big intermediates are freed after
+else runs as one einsum at the sum (mul_sum). Big intermediates are freed after
 their last use.
 MIRAX_DEBUG=3 prints the source.
 """
@@ -19,8 +19,9 @@ import sys
 
 import numpy as np
 
-from mirax.backends.cpu.kernels import mul_sum, specialize
-from mirax.ir.graph import Graph
+from mirax.backends.cpu import kernels
+from mirax.graph.graph import Graph
+from mirax.compiler.pipeline import debug_level
 
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
@@ -66,14 +67,14 @@ def _mul_sum_pairs(graph: Graph) -> dict:
     for j, n in enumerate(graph.nodes):
         m = muls.get(n.inputs[0]) if n.prim.name == "reduce_sum" else None
         if m is not None and uses[n.inputs[0]] == 1:
-            fn = mul_sum(graph.nodes[m], n)
+            fn = kernels.mul_sum(graph.nodes[m], n)
             if fn is not None:
                 pairs[j] = (m, fn)
     return pairs
 
 
-def lower(graph: Graph):
-    from mirax.backends import cpu_backend
+def lower(be, graph: Graph):
+    """A plan for `graph` on the CPU backend `be` (whose dispatch report counts its nodes)."""
     names: dict = {}
     env: dict = {"_np": np}
 
@@ -98,7 +99,7 @@ def lower(graph: Graph):
         if i in merged:  # computed at its reduce_sum; its inputs live until then
             deferred.setdefault(merged[i], []).extend(free_after.get(i, ()))
             continue
-        cpu_backend.report[(prim.name, "native")] += 1
+        be.report[(prim.name, "native")] += 1
         outs = ", ".join(name(o) for o in node.outputs)
         ins = [name(v) for v in node.inputs]
         u, err = ufunc_of(prim, node) if not node.params else (None, False)
@@ -114,9 +115,9 @@ def lower(graph: Graph):
                 ins.append(f"out={ins[reuse[i]]}")
         else:
             k = f"_k{i}"
-            fn = specialize(node)
+            fn = kernels.specialize(node)
             if fn is None:
-                fn = cpu_backend.impl(prim)   # raises for a primitive with no impl
+                fn = be.impl(prim)   # raises for a primitive with no impl
                 fn = functools.partial(fn, **node.params) if node.params else fn
             env[k] = fn
         lhs = outs + ("," if prim.multiple_results and len(node.outputs) == 1 else "")
@@ -130,7 +131,6 @@ def lower(graph: Graph):
     if n_err > 1:
         body = [f"with {_ERRSTATE}:"] + ["    " + line for line in body]
     src = "\n".join([f"def run({', '.join(args)}):"] + ["    " + line for line in body])
-    from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"# --- generated CPU plan for {graph.name} ---\n{src}", file=sys.stderr)
     env["__name__"] = "mirax.plan"  # (NumPy's RuntimeWarnings from mirax code are ignored)

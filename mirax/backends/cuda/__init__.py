@@ -11,23 +11,38 @@ graph (graphs.py). Nothing outside this package imports CuPy.
 """
 from __future__ import annotations
 
-import os
 
 import cupy as cp
 import numpy as np
 
-from mirax.backends.base import Backend, Device
 from mirax.backends.cuda import attention, graphs, library, runtime
-from mirax.core import trace as _trace
+from mirax.core import config
+from mirax.core import runtime as core_runtime
+from mirax.core.runtime import Backend, Device
 
-_COMPOSITE_ROWS = {"softmax": "softmax", "log_softmax": "log_softmax",
-                   "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
-_ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")  # attention.py kernels
+# --- the claims, in one place --------------------------------------------------------------
+# composites run whole by a hand-written kernel (every other composite is inlined by the
+# pipeline): row kernels of codegen.py, and attention.py's kernels
+ROW_KERNELS = {"softmax": "softmax", "log_softmax": "log_softmax",
+               "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
+ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")
+KERNELS = frozenset(ROW_KERNELS) | frozenset(ATTENTION)
+# then per primitive (`_make`): library.explicit_impls() (CuPy impls), library.REFERENCE_OK
+# (NumPy reference impls that run on CuPy buffers), a composite's body compiled for CUDA,
+# else the host fallback, counted in the dispatch report.
 
 
 class CudaBackend(Backend):
     platform = "cuda"
     fuses = True  # fusion nodes become one generated kernel each
+    # this backend's own passes, run by the compiler's pipeline after `fuse`
+    passes = (("regroup", runtime.regroup), ("merge_elementwise", runtime.merge))
+
+    def decomposes(self, prim) -> bool:
+        """The pipeline inlines a composite's body unless a kernel here runs it whole, or it
+        is a custom rule's call (its body is the user's function, run as it is)."""
+        return prim.decomposition is not None and prim.name not in KERNELS and \
+            not hasattr(prim, "tape_rule")
 
     def __init__(self):
         super().__init__()
@@ -40,7 +55,7 @@ class CudaBackend(Backend):
         self._table: dict = {}   # primitive name -> (impl, how)
         self.failures: dict = {}  # (name, dtypes) -> the error of a native impl that raised;
         # such signatures run on the host from then on (MIRAX_CUDA_STRICT=1 raises instead)
-        self.strict = os.environ.get("MIRAX_CUDA_STRICT", "") not in ("", "0")
+        self.strict = config.get("cuda_strict")
         self.host_calls = 0  # host-fallback runs so far (plans that make any are not captured
         # as CUDA graphs: graphs.py)
 
@@ -55,12 +70,12 @@ class CudaBackend(Backend):
         return cp.asnumpy(buf)
 
     def from_host(self, host, device: Device):
-        _trace.nonhost_buffers[0] = True
+        core_runtime.nonhost_buffers[0] = True
         with cp.cuda.Device(device.id):
             return cp.asarray(np.asarray(host))
 
     def from_dlpack(self, obj):
-        _trace.nonhost_buffers[0] = True
+        core_runtime.nonhost_buffers[0] = True
         return cp.from_dlpack(obj).copy()  # a copy: mx.Array is immutable
 
     def device_of(self, buf) -> Device:
@@ -83,9 +98,9 @@ class CudaBackend(Backend):
 
     def _make(self, prim):
         name = prim.name
-        if name in _COMPOSITE_ROWS:
-            return self._guarded(prim, runtime.row_impl(prim, _COMPOSITE_ROWS[name])), "native"
-        if name in _ATTENTION:
+        if name in ROW_KERNELS:
+            return self._guarded(prim, runtime.row_impl(prim, ROW_KERNELS[name])), "native"
+        if name in ATTENTION:
             return self._guarded(prim, attention.impl(self, prim)), "native"
         if name in self._explicit:
             return self._guarded(prim, self._explicit[name]), "native"
@@ -108,7 +123,7 @@ class CudaBackend(Backend):
                 try:
                     out = fn(*bufs, **params)
                 except Exception as e:  # noqa: BLE001 - the host impl raises real errors again
-                    if self.strict or graphs.capturing[0]:  # a capture failed: not the op
+                    if self.strict or graphs.flags.capturing:  # a capture failed: not the op
                         raise
                     self.failures[sig] = f"{type(e).__name__}: {e}"[:300]
                 else:

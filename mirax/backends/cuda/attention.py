@@ -2,7 +2,7 @@
 composite `dot_product_attention_bwd`.
 
 Where it sits: the CUDA backend (`__init__.py`) claims both primitives with `impl` below;
-runtime.KEEP leaves them whole under jit. The kernels (attention_kernels.py) are CUDA C
+CudaBackend.decomposes leaves them whole under jit. The kernels (attention_kernels.py) are CUDA C
 compiled by NVRTC (cupy.RawModule), one module per (family, dtype, head dims), cached.
 
 Layout: q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv] as the composite takes them (contiguous; no
@@ -48,16 +48,18 @@ in the dispatch report and by reason in `fallbacks`): float64, head dims over 12
 from __future__ import annotations
 
 import ctypes
-import os
 from collections import Counter
 
 import cupy as cp
 import numpy as np
 
+from mirax.core import config
 from mirax.backends.cuda import attention_kernels as kernels
 from mirax.backends.cuda import library
 from mirax.backends.cuda.library import COMPUTE_32F, CUDA_TYPE, GEMM_DEFAULT, LOW
 from mirax.core import dtypes
+from mirax.backends.cuda.codegen import _debug
+from mirax.backends.cuda.runtime import body_impl
 
 NT = 128   # simt: threads per block
 BK = 32    # simt: keys per shared-memory tile (forward, dq)
@@ -80,7 +82,7 @@ def path(dtype, T: int, S: int, backward: bool) -> str:
     """Tensor cores for f16/bf16; float32 on CUDA cores, except the backward of large cases
     through cuBLAS."""
     half = np.dtype(dtype) in LOW
-    p = force_path or os.environ.get("MIRAX_CUDA_ATTN_PATH") or None
+    p = force_path or config.get("cuda_attn_path") or None
     if p is not None:
         return "simt" if p == "tc" and not half else p
     if half:
@@ -98,7 +100,7 @@ def geometry(d: int, dv: int):
     d, dv = _pad(d, 4), _pad(dv, 4)
     if max(d, dv) > MAX_D or min(d, dv) == 0:
         return None
-    least = int(os.environ.get("MIRAX_CUDA_ATTN_TPR", "1"))
+    least = config.get("cuda_attn_tpr")
     for tpr in (t for t in (1, 2, 4) if t >= least):
         if d % (4 * tpr) == 0 and dv % (4 * tpr) == 0 and max(d, dv) // tpr <= 32:
             return tpr
@@ -125,9 +127,8 @@ def module(kind: str, dtype, **defines):
     mod = _modules.get(key)
     if mod is None:
         src = kernels.source(kind, _DTYPE_CODE[np.dtype(dtype)], **defines)
-        from mirax.backends.cuda.codegen import _debug
         _debug("attention", f"mx_attn ({kind})", src)
-        mod = _modules[key] = cp.RawModule(code=src, options=("-std=c++14",))
+        mod = _modules.setdefault(key, cp.RawModule(code=src, options=("-std=c++14",)))
     return mod
 
 
@@ -434,7 +435,6 @@ def _split(args, has_mask, has_bias):
 def impl(be, prim):
     """The CUDA impl of `dot_product_attention` or `dot_product_attention_bwd`: the kernels,
     or the composite's body compiled for CUDA where they do not apply (counted)."""
-    from mirax.backends.cuda.runtime import body_impl
     body = body_impl(prim)
     name = prim.name
     is_bwd = name.endswith("_bwd")

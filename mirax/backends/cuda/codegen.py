@@ -28,14 +28,16 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import re
 import sys
 
 import cupy as cp
 import numpy as np
 
+from mirax.core import config
 from mirax.core import dtypes
+from mirax.compiler.pipeline import debug_level
+from mirax.ops import elementwise as ew
 
 
 class Unsupported(Exception):
@@ -119,7 +121,6 @@ def ctype(dtype) -> str:
 
 
 def _debug(kind: str, name: str, src: str):
-    from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"// --- mirax CUDA {kind} {name} ---\n{src}", file=sys.stderr)
 
@@ -239,7 +240,6 @@ def _convert(a, src, dst) -> str:
 
 def node_expr(node, args: list[str]) -> str:
     """The C expression for one elementwise node over argument expressions `args`."""
-    from mirax.ops import elementwise as ew
     name = node.prim.name
     out = node.outputs[0].aval.dtype
     if name == "convert_element_type":
@@ -303,7 +303,7 @@ def _compiled(kind, src, make, name=""):
     k = _kernels.get((kind, src))
     if k is None:
         _debug(kind, name, src)
-        k = _kernels[(kind, src)] = make()
+        k = _kernels.setdefault((kind, src), make())  # concurrent compiles: first wins
     return k
 
 
@@ -504,7 +504,7 @@ def reduction_layout(red) -> str | None:
       layer norm's backward), the same kernel with one block per output;
     - "columns": the innermost dimension is kept (bias and norm-weight gradients: sums over
       the leading axes), the column kernel, whose threads run along the kept dimension."""
-    if os.environ.get("MIRAX_CUDA_TWO_STAGE", "1") == "0":
+    if not config.get("cuda_two_stage"):
         return None
     src = red.inputs[0]
     n, out_size = src.aval.size, int(np.prod(red.outputs[0].aval.shape))

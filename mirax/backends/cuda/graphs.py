@@ -24,14 +24,22 @@ other allocation can be handed them.
 """
 from __future__ import annotations
 
-import os
+import threading
 import time
 
 import cupy as cp
 import numpy as np
 
-_depth = [0]    # > 0 while a plan runs: nested plans (composite bodies, loops) never capture
-capturing = [False]  # True during a capture: errors there are the capture's, not an op's
+from mirax.backends.cuda.codegen import _debug
+from mirax.core import config
+
+
+class _Flags(threading.local):
+    depth = 0    # > 0 while a plan runs: nested plans (composite bodies, loops) never capture
+    capturing = False  # True during a capture: errors there are the capture's, not an op's
+
+
+flags = _Flags()  # per thread: another thread's plan may run or capture meanwhile
 WARMUP = 1      # plain calls before a plan is measured or captured
 MEASURED = 2    # auto mode: plain calls timed (the fastest counts: an early call can still
                 # be slowed by the memory pool growing with cudaMalloc)
@@ -44,8 +52,8 @@ failures: list = []  # why captures failed (a host sync inside, ...), newest las
 
 def mode() -> str:
     """'1' (capture every capturable plan), '0' (never) or 'auto' (MIRAX_CUDA_GRAPHS)."""
-    v = os.environ.get("MIRAX_CUDA_GRAPHS", "").strip().lower()
-    return {"1": "1", "on": "1", "true": "1", "0": "0", "off": "0", "false": "0"}.get(v, "auto")
+    v = config.get("cuda_graphs")
+    return {"1": "1", "on": "1", "0": "0", "off": "0"}.get(v, "auto")
 
 
 class Replay:
@@ -57,11 +65,21 @@ class Replay:
         self.state = "warm"  # -> "measured" (auto) -> "graph" | "off"
         self.cuda_graph = None  # (`graph`, set by runtime.lower, is the IR Graph)
         self.measured = None    # auto mode: (host s, GPU s, copies s) of the fastest call
+        # held by a call while it warms, measures, captures or replays (the static buffers
+        # and the state are this plan's own): calls from other threads wait their turn
+        self.lock = threading.Lock()
+        self.stream = None      # the stream of the last replay
 
     def __call__(self, *bufs):
         bufs = [b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
                 for b, d in zip(bufs, self.in_dtypes)]
-        if self.state == "off" or _depth[0]:
+        if self.state == "off" or flags.depth:
+            return self._plain(bufs)
+        with self.lock:
+            return self._call(bufs)
+
+    def _call(self, bufs):
+        if self.state == "off":
             return self._plain(bufs)
         if self.state == "graph":
             return self._replay(bufs)
@@ -78,11 +96,11 @@ class Replay:
 
     # --- plain runs ------------------------------------------------------------------------
     def _plain(self, bufs):
-        _depth[0] += 1
+        flags.depth += 1
         try:
             return self.plan(*bufs)
         finally:
-            _depth[0] -= 1
+            flags.depth -= 1
 
     def _checked(self, bufs):
         """A plain run; a host fallback inside rules the plan out for good."""
@@ -140,11 +158,11 @@ class Replay:
                 # this layout compile and the pool caches the blocks the capture will take
                 self._plain(static_in)
                 side.begin_capture()
-                capturing[0] = True
+                flags.capturing = True
                 try:
                     outs = [_aligned(o) for o in self._plain(static_in)]
                 finally:
-                    capturing[0] = False
+                    flags.capturing = False
                     graph = side.end_capture()
         except Exception as e:  # noqa: BLE001 - a host sync or an unsupported call inside
             cur.wait_event(side.record())
@@ -163,6 +181,11 @@ class Replay:
         return self._replay(bufs)
 
     def _replay(self, bufs):
+        cur = cp.cuda.get_current_stream()
+        if self.stream is not None and self.stream.ptr != cur.ptr:
+            # the last replay (another thread's stream) must be done with the static buffers
+            cur.wait_event(self.stream.record())
+        self.stream = cur
         self.copy_in(bufs, self.static_in)
         self.cuda_graph.launch()
         outs = [cp.empty(o.shape, o.dtype) for o in self.static_out]
@@ -238,7 +261,6 @@ def _copy_kernel(sizes: tuple):
         first += nb
     src = (_COPY_SRC + f'extern "C" __global__ void mirax_copies({", ".join(params)}) {{\n'
            "  const long long b = blockIdx.x;\n" + "\n".join(body) + "\n}\n")
-    from mirax.backends.cuda.codegen import _debug
     _debug("copies", "", src)
-    hit = _copy_kernels[sizes] = (cp.RawKernel(src, "mirax_copies"), first)
+    hit = _copy_kernels.setdefault(sizes, (cp.RawKernel(src, "mirax_copies"), first))
     return hit

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 
 import cupy as cp
 import numpy as np
 
 from mirax.core import dtypes
+from mirax.core.runtime import executable
 
 LOW = (dtypes.float16, dtypes.bfloat16)
 
@@ -193,12 +195,14 @@ class _Blas:
                                  c_longlong, P, P, I, I, c_longlong, I, I, I]
         for f in (self.create, self.set_stream, self.set_workspace, self.gemm, self.batched):
             f.restype = c_int
-        self.handles: dict = {}  # device id -> [handle, stream ptr, workspace]
+        # (thread, device id) -> [handle, stream ptr, workspace]: one handle per thread, as
+        # cuBLAS asks (a handle's stream and workspace are its own)
+        self.handles: dict = {}
         self.one32, self.zero32 = ctypes.c_float(1.0), ctypes.c_float(0.0)
         self.one64, self.zero64 = ctypes.c_double(1.0), ctypes.c_double(0.0)
 
     def handle(self):
-        dev = cp.cuda.Device().id
+        dev = (threading.get_ident(), cp.cuda.Device().id)
         entry = self.handles.get(dev)
         if entry is None:
             h = ctypes.c_void_p()
@@ -229,14 +233,17 @@ def _check(status, what):
 
 
 _blas: list = []  # [_Blas] once made; [None] when cuBLAS could not be loaded
+_blas_lock = threading.Lock()
 
 
 def _get_blas():
     if not _blas:
-        try:
-            _blas.append(_Blas())
-        except (OSError, AttributeError):  # no libcublas with these entry points
-            _blas.append(None)
+        with _blas_lock:
+            if not _blas:
+                try:
+                    _blas.append(_Blas())
+                except (OSError, AttributeError):  # no libcublas with these entry points
+                    _blas.append(None)
     return _blas[0]
 
 
@@ -335,17 +342,15 @@ def _linalg() -> dict:
 
 # --- control flow: run the sub-graphs compiled for CUDA -----------------------------------------
 def _cond(index, *args, branches):
-    from mirax.backends.cuda.runtime import executable
     k = min(max(int(index), 0), len(branches) - 1)
-    return executable(branches[k])(*args)
+    return executable(branches[k], "cuda")(*args)
 
 
 def _while(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_steps):
-    from mirax.backends.cuda.runtime import executable
     cc = list(args[:cond_nconsts])
     bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
     carry = list(args[cond_nconsts + body_nconsts:])
-    run_cond, run_body = executable(cond_graph), executable(body_graph)
+    run_cond, run_body = executable(cond_graph, "cuda"), executable(body_graph, "cuda")
     n = 0
     while (max_steps is None or n < max_steps) and bool(run_cond(*cc, *carry)[0]):
         carry = run_body(*bc, *carry)
@@ -354,11 +359,10 @@ def _while(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_steps)
 
 
 def _scan(*args, body, num_consts, num_carry, length, reverse, checkpoint):
-    from mirax.backends.cuda.runtime import executable
     consts = list(args[:num_consts])
     carry = list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
-    run = executable(body)
+    run = executable(body, "cuda")
     ys = [cp.empty((length,) + tuple(a.shape), a.dtype)
           for a in body.out_avals[num_carry:]]
     for i in (range(length - 1, -1, -1) if reverse else range(length)):
@@ -370,8 +374,7 @@ def _scan(*args, body, num_consts, num_carry, length, reverse, checkpoint):
 
 
 def _call(*args, graph):
-    from mirax.backends.cuda.runtime import executable
-    return executable(graph)(*args)
+    return executable(graph, "cuda")(*args)
 
 
 def explicit_impls() -> dict:

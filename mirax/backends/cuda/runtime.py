@@ -2,12 +2,14 @@
 and generated kernels.
 
 Where it sits: `jit` (through the `call` primitive's CUDA impl), `mx.ir.compile(graph,
-"cuda")` and eager composites come here. `lower` first inlines the composites this backend
-has no fused kernel for (so gelu(x*w+b) becomes one elementwise chain) and re-runs the
-pass pipeline when it did, regroups fusion nodes (compiler/regroup.py: fold_broadcasts,
-rematerialize, merge_elementwise), then writes one line per node: fusion nodes call the kernel
-from codegen.py (or, where codegen has none, their nodes one by one), other nodes call
-the backend's impl with params bound. Dead intermediates are dropped after their last
+"cuda")` and eager composites come here, with a graph the compiler's pipeline has already
+optimized for this backend: the composites without a CUDA kernel inlined (so gelu(x*w+b)
+became one elementwise chain), fused, and regrouped by this backend's own passes
+(`regroup`, `merge`: compiler/regroup.py's fold_broadcasts, rematerialize,
+merge_elementwise); the claims are declared in one place, the CudaBackend class.
+`lower` writes one line per node: fusion nodes call the kernel from codegen.py (or, where
+codegen has none, their nodes one by one), other nodes call the backend's impl with
+params bound. Dead intermediates are dropped after their last
 use so the CuPy pool can reuse their memory. MIRAX_DEBUG=3 prints the plan. A top-level
 plan is replayed as a CUDA graph when it is launch-bound (graphs.py, MIRAX_CUDA_GRAPHS).
 
@@ -17,7 +19,6 @@ entry); `graph.cache[("exe", "cuda")]` holds it.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 
 import cupy as cp
@@ -25,55 +26,24 @@ import numpy as np
 
 from mirax.backends.cuda import codegen, graphs
 from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
+from mirax.compiler.fusion import elementwise_names
+from mirax.compiler.pipeline import debug_level
 from mirax.compiler.regroup import fold_broadcasts, merge_elementwise, rematerialize
+from mirax.core import config
 from mirax.core.avals import ShapedArray
-from mirax.ir.graph import Graph
+from mirax.core.runtime import executable
+from mirax.graph.build import trace_to_graph
+from mirax.graph.graph import Graph, Node
+from mirax.ops.call import fusion_p
 
-# Composites with a hand-written CUDA kernel: left whole by `lower` (others are inlined).
-KEEP = frozenset({"softmax", "log_softmax", "layer_norm", "rms_norm",
-                  "dot_product_attention", "dot_product_attention_bwd"})
-
-
-def backend():
-    from mirax.backends import _load_cuda
-    return _load_cuda()
+def regroup(graph: Graph) -> Graph:
+    """fold_broadcasts + rematerialize (compiler/regroup.py; knob cuda_remat)."""
+    return rematerialize(fold_broadcasts(graph)) if config.get("cuda_remat") else graph
 
 
-def executable(graph: Graph):
-    """The CUDA plan of `graph`, compiled once (optimize, then `lower`) and cached."""
-    from mirax.transforms.jit import executable as exe
-    return exe(graph, "cuda")
-
-
-def _needs_decompose(graph: Graph) -> bool:
-    from mirax.compiler.fusion import fusion_p
-    for n in graph.nodes:
-        if n.prim is fusion_p:
-            if _needs_decompose(n.params["graph"]):
-                return True
-        elif n.prim.decomposition is not None and n.prim.name not in KEEP and \
-                not hasattr(n.prim, "tape_rule"):
-            return True
-    return False
-
-
-def prepare(be, graph: Graph) -> Graph:
-    """Inline the composites without a CUDA kernel, then optimize again (re-fuse)."""
-    if not _needs_decompose(graph):
-        return graph
-    from mirax.compiler import optimize
-    from mirax.compiler.decompose import decompose
-    from mirax.compiler.fusion import fusion_p
-    keep = KEEP | {name for name, p in _registry().items() if hasattr(p, "tape_rule")}
-    keep = keep - {fusion_p.name}
-    g = decompose(graph, keep)
-    g.cache.update({k: v for k, v in graph.cache.items() if k == "donate"})
-    return optimize(g, be)
-
-
-def _registry():
-    from mirax.core.primitive import registry
-    return registry
+def merge(graph: Graph) -> Graph:
+    """merge_elementwise (compiler/regroup.py; knob cuda_merge)."""
+    return merge_elementwise(graph) if config.get("cuda_merge") else graph
 
 
 def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
@@ -83,12 +53,6 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     With `timer` (a list), every node's call is bracketed by CUDA events appended to it as
     (label, start, end): see `profile`. `merge=False` for a fusion node's own nodes run one
     by one (merging them would make the same fusion node again)."""
-    from mirax.compiler.fusion import fusion_p
-    graph = prepare(be, graph)
-    if merge and os.environ.get("MIRAX_CUDA_REMAT", "1") != "0":  # =0: measure without it
-        graph = rematerialize(fold_broadcasts(graph))
-    if merge and os.environ.get("MIRAX_CUDA_MERGE", "1") != "0":
-        graph = merge_elementwise(graph)
     names: dict = {}
     env: dict = {}
 
@@ -136,7 +100,6 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
             body.append(f"del {', '.join(dead)}")
     body.append(f"return [{', '.join(name(v) for v in graph.outputs)}]")
     src = "\n".join([f"def plan({', '.join(args)}):"] + ["    " + ln for ln in body])
-    from mirax.compiler.pipeline import debug_level
     if debug_level() >= 3:
         print(f"# --- generated CUDA plan for {graph.name} ---\n{src}", file=sys.stderr)
     exec(compile(src, f"<mirax cuda plan {graph.name}>", "exec"), env)
@@ -159,8 +122,7 @@ def _kernel_alone(node) -> bool:
     ufuncs; a bias add reads the bias by index, as in a fusion)?"""
     if node.prim.name in codegen.REDUCE:
         return codegen.reduction_layout(node) is not None
-    from mirax.compiler.fusion import _elementwise_names
-    if node.prim.name not in _elementwise_names() or len(node.outputs) != 1:
+    if node.prim.name not in elementwise_names() or len(node.outputs) != 1:
         return False
     out = node.outputs[0].aval
     dt = np.dtype(out.dtype)
@@ -172,8 +134,6 @@ ALONE_MIN = 1 << 12  # an elementwise op on fewer values keeps the backend's imp
 
 def _alone(node):
     """A fusion node computing `node` alone."""
-    from mirax.compiler.fusion import fusion_p
-    from mirax.ir.graph import Node
     sub = Graph(node.prim.name)
     sub.inputs, sub.nodes, sub.outputs = list(node.inputs), [node], list(node.outputs)
     return Node(fusion_p, node.inputs, {"graph": sub, "name": node.prim.name}, node.outputs,
@@ -182,7 +142,6 @@ def _alone(node):
 
 # --- profiling ------------------------------------------------------------------------------------
 def _label(i, node) -> str:
-    from mirax.compiler.fusion import fusion_p
     name = node.params["name"] if node.prim is fusion_p else node.prim.name
     shapes = ",".join("x".join(map(str, v.aval.shape)) for v in node.inputs[:3])
     return f"{i:03d} {name}[{shapes}]"
@@ -202,10 +161,10 @@ def _timed(fn, label, timer):
 
 def profile(be, graph: Graph, bufs, reps: int = 5) -> list:
     """[(label, mean ms)] of every node of `graph`'s CUDA plan, slowest first: the GPU time
-    between events recorded around each node's call (it includes any wait for the host)."""
-    from mirax.compiler import optimize
+    between events recorded around each node's call (it includes any wait for the host).
+    `graph` is optimized for this backend already (`mx.ir.optimize(graph, backend)`)."""
     timer: list = []
-    run = lower(be, optimize(graph, be), timer)
+    run = lower(be, graph, timer)
     run(*bufs)
     cp.cuda.get_current_stream().synchronize()
     timer.clear()
@@ -228,7 +187,7 @@ def fusion_callable(be, node, host_consts: dict):
         if sub.nodes[-1].prim.name in codegen.REDUCE:
             red = sub.nodes[-1]
             src = red.inputs[0].aval
-            # a large sum over leading axes without a generated kernel (MIRAX_CUDA_TWO_STAGE=0):
+            # a large sum over leading axes without a generated kernel (cuda_two_stage off):
             # chain kernel, then a GEMV
             gemv = red.prim.name == "reduce_sum" and src.size >= GEMV_MIN and \
                 leading(red.params["axes"], src.ndim) and \
@@ -269,7 +228,6 @@ def body_impl(prim):
         key = (tuple((b.shape, b.dtype) for b in bufs), tuple(sorted(params.items())))
         exe = cache.get(key)
         if exe is None:
-            from mirax.ir.build import trace_to_graph
             avals = [ShapedArray(b.shape, b.dtype, False) for b in bufs]
 
             def fn(*xs):
@@ -277,7 +235,7 @@ def body_impl(prim):
                 return list(out) if prim.multiple_results else [out]
             g, captured = trace_to_graph(fn, avals, prim.name)
             assert not captured, f"{prim.name}: body captured an outer tracer"
-            exe = cache[key] = executable(g)
+            exe = cache.setdefault(key, executable(g, "cuda"))  # concurrent builds: first wins
         outs = exe(*bufs)
         return outs if prim.multiple_results else outs[0]
     return run

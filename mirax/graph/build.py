@@ -18,8 +18,8 @@ from mirax.core import tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.errors import ConcretizationError
-from mirax.core.trace import Trace, Tracer, aval_of, new_trace
-from mirax.ir.graph import Graph, Node, Var
+from mirax.core.trace import Trace, Tracer, aval_of, new_trace, state, wrappers
+from mirax.graph.graph import Graph, Node, Var
 
 _MIRAX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _USER_DIRS = (os.path.join(_MIRAX_DIR, "examples"),)
@@ -107,7 +107,8 @@ class StagingTrace(Trace):
             return inline(*tracers, **params)
         out = prim.abstract_eval(*(t.aval for t in tracers), **params)
         outs = [Var(a) for a in (out if prim.multiple_results else [out])]
-        node = Node(prim, [t.var for t in tracers], params, outs, user_source_line())
+        node = Node(prim, [t.var for t in tracers], params, outs,
+                    state.source or user_source_line())  # (set: a replayed or vjp op's)
         self.graph.nodes.append(node)
         for v in outs:
             self.producer[v] = node
@@ -170,8 +171,7 @@ def trace_to_graph(fn, in_avals, name="f", arg_names=()) -> tuple[Graph, list]:
 def _as_value(x):
     if isinstance(x, (Array, np.ndarray, np.generic)):
         return x
-    from mirax.ops.creation import asarray
-    return asarray(x)
+    return wrappers.operand(x, "output")
 
 
 def arg_names_for(f, args, kwargs=None) -> list[str]:
@@ -231,9 +231,11 @@ def _as_list(out, prim):
     return list(out) if prim.multiple_results else [out]
 
 
-def abstract_eval_by_tracing(prim, avals, params):
-    """A composite's output avals: trace its body once per (avals, params)."""
-    return _abstract_eval_cached(prim, tuple(avals), tuple(sorted(params.items())))
+def traced_abstract_eval(prim):
+    """The abstract-eval rule of a primitive with a body (a composite, a custom rule's
+    call): its output avals come from tracing the body once per (avals, params)."""
+    return lambda *avals, **params: _abstract_eval_cached(prim, avals,
+                                                          tuple(sorted(params.items())))
 
 
 def shaped(shape, dtype) -> ShapedArray:

@@ -9,7 +9,12 @@ from __future__ import annotations
 import itertools
 import string
 
-from mirax.ir.graph import Graph
+from typing import TYPE_CHECKING
+
+from mirax.core.dtypes import short_name
+
+if TYPE_CHECKING:
+    from mirax.graph.graph import Graph
 
 
 def _fresh_names(taken: set):
@@ -21,22 +26,27 @@ def _fresh_names(taken: set):
                 yield name
 
 
+def _is_graph(v) -> bool:
+    # NOTE: graph.py imports this module (Graph.__str__ is `listing`), so a Graph is known
+    # here by its shape rather than its class.
+    return hasattr(v, "nodes") and hasattr(v, "outputs") and hasattr(v, "consts")
+
+
 def _fmt_param(v) -> str:
-    if isinstance(v, Graph):
+    if _is_graph(v):
         return f"{{{v.name}}}"
     if isinstance(v, float):
         return repr(v)
     if hasattr(v, "name") and hasattr(v, "itemsize"):  # a dtype
-        from mirax.core.dtypes import short_name
         return short_name(v)
     return str(v)
 
 
 def _subgraphs(v) -> list:
     """The Graphs a param holds: one Graph, or a tuple of them (cond's branches)."""
-    if isinstance(v, Graph):
+    if _is_graph(v):
         return [v]
-    if isinstance(v, tuple) and v and all(isinstance(g, Graph) for g in v):
+    if isinstance(v, tuple) and v and all(_is_graph(g) for g in v):
         return list(v)
     return []
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from mirax.core.avals import ShapedArray
+from mirax.core import dtypes
+from mirax.core.trace import aval_of
+from mirax.core.primitive import registry
+from mirax.graph.printer import listing
 
 
 class Var:
@@ -54,13 +58,11 @@ class Graph:
 
     # --- building by hand ---------------------------------------------------------------
     def input(self, shape, dtype="float32", name: str | None = None) -> Var:
-        from mirax.core import dtypes
         v = Var(ShapedArray(shape, dtypes.canonicalize(dtype)), name)
         self.inputs.append(v)
         return v
 
     def const(self, value) -> Var:
-        from mirax.core.trace import aval_of
         import numpy as np
         buf = value._buf if hasattr(value, "_buf") else np.asarray(value)
         v = Var(aval_of(value).update(weak_type=False) if hasattr(value, "_buf")
@@ -70,7 +72,6 @@ class Graph:
 
     def add(self, prim, *inputs: Var, source: str = "", **params):
         """Append `prim(*inputs, **params)`; returns its output var (or list of vars)."""
-        from mirax.core.primitive import registry
         if isinstance(prim, str):
             prim = registry[prim]
         out = prim.abstract_eval(*(v.aval for v in inputs), **params)
@@ -92,7 +93,6 @@ class Graph:
         return [v.aval for v in self.outputs]
 
     def __str__(self):
-        from mirax.ir.printer import listing
         return listing(self)
 
     def __repr__(self):
