@@ -18,8 +18,9 @@ from mirax.core.trace import Tracer
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.sort import sort
+from mirax.ops.common import broadcast_shapes as _broadcast_operands
 from mirax.ops.common import (
-    broadcast_shapes, cast, normalize_axes, normalize_axis, operand, promote, result_dtype,
+    cast, normalize_axes, normalize_axis, operand, promote, result_dtype,
     short, static_int)
 from mirax.numpy._core import (all as _all, matmul, max as _max, max as amax, mean,
                                min as _min, min as amin, prod as _prod, sum as _sum)
@@ -365,7 +366,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 def _bcast(*xs):
-    shape = broadcast_shapes("broadcast_arrays", *xs)
+    shape = _broadcast_operands("broadcast_arrays", *xs)
     return [sh.broadcast_to(x, shape) for x in xs]
 
 
@@ -474,6 +475,15 @@ def column_stack(tup):
     return sh.concatenate(xs, 1)
 
 
+def broadcast_shapes(*shapes):
+    """The shape that arrays of these shapes broadcast to (NumPy's rule)."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*(
+            (s,) if isinstance(s, int) else tuple(s) for s in shapes)))
+    except ValueError:
+        raise ValueError(f"broadcast_shapes: shapes {list(shapes)} do not broadcast") from None
+
+
 def broadcast_arrays(*args):
     xs = [operand(a, "broadcast_arrays") for a in args]
     return _bcast(*xs) if xs else []
@@ -548,7 +558,7 @@ def array_equal(a1, a2, equal_nan=False):
 def array_equiv(a1, a2):
     a, b = operand(a1, "array_equiv"), operand(a2, "array_equiv")
     try:
-        broadcast_shapes("array_equiv", a, b)
+        _broadcast_operands("array_equiv", a, b)
     except ValueError:
         return operand(False)
     return _all(ew.eq(*promote("array_equiv", a, b)))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
@@ -119,14 +118,14 @@ def _scan_abstract_eval(*avals, body, num_consts, num_carry, length, reverse, ch
 @scan_p.def_impl
 def _scan_impl(*args, body, num_consts, num_carry, length, reverse, checkpoint):
     consts, carry, xs = _split_scan(args, num_consts, num_carry)
-    run = compiled(body)
-    ys = [np.empty((length,) + tuple(a.shape), a.dtype) for a in body.out_avals[num_carry:]]
+    run, be = compiled(body, args)
+    ys = [be.empty((length,) + tuple(a.shape), a.dtype) for a in body.out_avals[num_carry:]]
     for i in range(length - 1, -1, -1) if reverse else range(length):
         out = run(*consts, *carry, *[x[i] for x in xs])
         carry = out[:num_carry]
         for y, o in zip(ys, out[num_carry:]):
             y[i] = o
-    return [np.asarray(c) for c in carry] + ys
+    return [be.adopt(c) for c in carry] + ys
 
 
 @scan_p.def_jvp

@@ -199,7 +199,7 @@ class Jitted:
         dyn = [a for i, a in enumerate(args) if i not in self.static_argnums]
         return arg_names_for(self.f, dyn) + [
             k + tree.keystr(p) for k, v in sorted(kwargs.items())
-            if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
+            if k not in self.static_argnames for p, _ in tree.leaves_with_path(v)]
 
     def _explain_miss(self, key, args, kwargs):
         import sys
