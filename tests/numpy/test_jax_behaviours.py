@@ -1,0 +1,61 @@
+"""Behaviours of real JAX programs run as written (`import mirax as jax`), each checked
+against JAX itself on the CPU."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import mirax as mx
+import mirax.numpy as mnp
+
+
+def _same(a, b, rtol=1e-6, atol=0.0):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    assert a.dtype == b.dtype, (a.dtype, b.dtype)
+    np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+# --- array / asarray of sequences holding traced values ----------------------------------
+@pytest.mark.parametrize("make", [
+    lambda np_, x: np_.array([x, 2 * x]),
+    lambda np_, x: np_.asarray((x, x * x, 1)),
+    lambda np_, x: np_.array([[x, 1.0], [2, x]]),
+    lambda np_, x: np_.array([np_.stack([x, x]), [1, 2]]),
+    lambda np_, x: np_.array([x, 3], dtype=np_.int32),
+], ids=["list", "tuple-int", "nested-mixed", "array-and-list", "dtype"])
+def test_array_of_traced_values(make):
+    x = 1.5
+    want = make(jnp, jnp.float32(x))
+    _same(make(mnp, mnp.float32(x)), want)
+    _same(mx.jit(lambda v: make(mnp, v))(np.float32(x)), jax.jit(lambda v: make(jnp, v))(
+        np.float32(x)))
+    f_mx = lambda v: mnp.sum(make(mnp, v).astype(mnp.float32) ** 2)  # noqa: E731
+    f_jax = lambda v: jnp.sum(make(jnp, v).astype(jnp.float32) ** 2)  # noqa: E731
+    _same(mx.grad(f_mx)(np.float32(x)), jax.grad(f_jax)(np.float32(x)))
+    xs = np.arange(3, dtype=np.float32)
+    _same(mx.vmap(lambda v: make(mnp, v))(xs), jax.vmap(lambda v: make(jnp, v))(xs))
+
+
+@pytest.mark.parametrize("leaf", [np.int8(1), mnp.int8(1)], ids=["numpy", "mirax"])
+def test_array_of_sequence_promotes_as_jax(leaf):
+    _same(mnp.array([mnp.asarray(leaf), 2]), jnp.array([jnp.asarray(np.int8(1)), 2]))
+    _same(mnp.array([mnp.asarray(leaf), 2.5]), jnp.array([jnp.asarray(np.int8(1)), 2.5]))
+    _same(mx.jit(lambda v: mnp.array([v, True]))(True), jnp.array([True, True]))
+
+
+def test_array_of_ragged_sequence_raises():
+    with pytest.raises((TypeError, ValueError), match="ragged"):
+        mnp.array([mnp.ones(2), [1.0, 2.0, 3.0]])
+
+
+# --- dtype names are callable casts --------------------------------------------------------
+def test_dtype_names_cast():
+    _same(mnp.float32(1.5), jnp.float32(1.5))
+    _same(mnp.int32(mnp.array(2.7)), jnp.int32(jnp.array(2.7)))
+    _same(mx.jit(lambda v: mnp.float32(v) * 2)(3), jax.jit(lambda v: jnp.float32(v) * 2)(3))
+    assert mnp.zeros(2, mnp.float64).dtype == mnp.float64 == np.float64
+    assert np.dtype(mnp.bfloat16) == np.dtype(jnp.bfloat16)
+    assert mnp.ones(3, dtype=mnp.int8).dtype == np.int8
+    assert isinstance(np.float32(1), mnp.float32)
+    assert {np.dtype(np.float32): "f"}[mnp.float32] == "f"
