@@ -7,9 +7,10 @@ trace, triu, tril.
 to `dynamic_slice`, and only integer-array / boolean-mask parts to `gather`. Eager
 `x[0]`, `x[1:3]`, `x[:, None]` on a concrete array skip the plan entirely (NumPy view).
 
-Out-of-bounds semantics follow JAX: a static Python int raises IndexError naming the shape;
-integer arrays and traced scalars are clamped when reading (`x[idx]`, or filled with
-`x.at[idx].get(mode="fill")`), dropped when updating (`x.at[idx]`); `take` /
+Out-of-bounds semantics follow JAX: static ints, integer arrays and traced scalars are
+clamped when reading (`x[7]` of a length-5 axis is `x[4]`, `x[-7]` is `x[0]`; or filled with
+`x.at[idx].get(mode="fill")`), dropped when updating (`x.at[idx]`); an axis of size 0 has
+no element to clamp to, so indexing it with an int raises IndexError; `take` /
 `take_along_axis` default to mode "fill" (NaN for floats).
 Boolean masks need concrete values (their result shape depends on the data): under
 jit / vmap they raise ConcretizationError; use `where` or `nonzero(..., size=)` there.
@@ -138,11 +139,16 @@ def _parse(x, idx, op="getitem", traced_as_array=False):
             plan.out.append(("axis", a))
         elif k == "int":
             if not -n <= v < n:
-                raise IndexError(f"{op}: index {v} is out of bounds for axis {a} with size {n} "
-                                 f"(indexing {short(plan.x)})")
-            if has_adv:
+                if n == 0:
+                    raise IndexError(f"{op}: index {v} is out of bounds for axis {a} with size "
+                                     f"0 (indexing {short(plan.x)})")
+                if op == "getitem" and not traced_as_array:
+                    v = builtins.min(builtins.max(v, -n), n - 1)   # a read clamps (JAX)
+                else:   # through the gather / scatter, which fills, drops or clips it
+                    k, v = "array", np.asarray(v)
+            if k == "int" and has_adv:
                 k, v = "array", np.asarray(v % n)
-            else:
+            elif k == "int":
                 plan.info[a] = ("int", v % n)
         elif k == "dyn":
             if has_adv or traced_as_array:   # a gather, which can fill out of bounds

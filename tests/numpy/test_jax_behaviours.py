@@ -59,3 +59,24 @@ def test_dtype_names_cast():
     assert mnp.ones(3, dtype=mnp.int8).dtype == np.int8
     assert isinstance(np.float32(1), mnp.float32)
     assert {np.dtype(np.float32): "f"}[mnp.float32] == "f"
+
+
+# --- static out-of-range integer indices clamp on reads ------------------------------------
+_IDX = [7, -7, (5, slice(1, None)), (-9, [0, 9]), (Ellipsis, 9), ([7, -9],), (1, -100)]
+
+
+@pytest.mark.parametrize("idx", _IDX, ids=[str(i) for i in range(len(_IDX))])
+def test_static_out_of_range_index_clamps(idx):
+    a = np.arange(20, dtype=np.float32)[:5] if idx in (7, -7) or idx == ([7, -9],) else \
+        np.arange(12, dtype=np.float32).reshape(3, 4)
+    want = jnp.asarray(a)[idx]
+    _same(mx.asarray(a)[idx], want)
+    _same(mx.jit(lambda v: v[idx])(a), want)
+
+
+def test_static_out_of_range_update_is_dropped_or_clipped():
+    a = np.arange(5, dtype=np.int32)
+    for make in (lambda v: v.at[7].set(9), lambda v: v.at[-7].add(9),
+                 lambda v: v.at[7].set(9, mode="clip"), lambda v: v.at[-7].add(9, mode="clip"),
+                 lambda v: v.at[7].get(mode="fill", fill_value=-1)):
+        _same(make(mx.asarray(a)), make(jnp.asarray(a)))
