@@ -91,6 +91,14 @@ class Array(ArrayOps):
     def __float__(self):
         return float(np.asarray(self))
 
+    def __complex__(self):
+        return complex(np.asarray(self))
+
+    def __format__(self, spec):
+        """'{:.2f}'.format(x) formats the value (0-d: the scalar), as NumPy and JAX."""
+        host = np.asarray(self)
+        return format(host[()] if host.ndim == 0 else host, spec)
+
     def __index__(self):
         if not dtypes.is_int(self.dtype):
             raise TypeError(f"only integer arrays can be used as an index, got "

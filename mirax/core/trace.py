@@ -14,7 +14,7 @@ import numpy as np
 
 from mirax.core.array import Array, ArrayOps
 from mirax.core.avals import ShapedArray
-from mirax.core.errors import UnexpectedTracerError
+from mirax.core.errors import ConcretizationError, UnexpectedTracerError
 
 
 class Trace:
@@ -75,8 +75,14 @@ class Tracer(ArrayOps):
     def __repr__(self):
         return f"{type(self).__name__}({self.aval.str_short()})"
 
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        raise ConcretizationError(
+            f"format() of a traced {self.aval.str_short()}: the value is not known while "
+            "tracing; use mx.debug.print inside jit, or format the result outside")
+
     def __array__(self, dtype=None, copy=None):
-        from mirax.core.errors import ConcretizationError
         raise ConcretizationError(
             f"np.asarray() of a traced {self.aval.str_short()} inside a transform: "
             "NumPy cannot see traced values; use mirax.numpy instead")
@@ -99,6 +105,12 @@ class PrimalTracer(Tracer):
 
     def __float__(self):
         return float(self.primal)
+
+    def __complex__(self):
+        return complex(self.primal)
+
+    def __format__(self, spec):
+        return format(self.primal, spec)
 
     def __index__(self):
         return self.primal.__index__()

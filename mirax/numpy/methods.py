@@ -12,6 +12,23 @@ def _swap(fn):
     return lambda self, other: fn(other, self)
 
 
+def _eq_seq(fn):
+    """x == (1, 2): a list or tuple on the other side is converted first (NumPy's ==)."""
+    def compare(self, other):
+        if isinstance(other, (list, tuple)):
+            other = mnp.asarray(other)
+        return fn(self, other)
+    return compare
+
+
+def _round(self, ndigits=None):
+    """round(x) is an int32 array (Python's round of a float gives an int); round(x, n) keeps
+    the dtype (jnp.round), as JAX."""
+    if ndigits is None:
+        return ew.convert_element_type(mnp.round(self), mnp.int32)
+    return mnp.round(self, ndigits)
+
+
 def install():
     A = ArrayOps
     A.__add__, A.__radd__ = ew.add, _swap(ew.add)
@@ -33,7 +50,8 @@ def install():
     A.__pos__ = lambda self: self
     A.__abs__ = ew.abs
     A.__invert__ = mnp.invert
-    A.__eq__, A.__ne__ = ew.eq, ew.ne
+    A.__eq__, A.__ne__ = _eq_seq(ew.eq), _eq_seq(ew.ne)
+    A.__round__ = _round
     A.__lt__, A.__le__, A.__gt__, A.__ge__ = ew.lt, ew.le, ew.gt, ew.ge
     A.T = property(lambda self: mnp.transpose(self))
     A.mT = property(lambda self: mnp.swapaxes(self, -1, -2))

@@ -80,3 +80,28 @@ def test_static_out_of_range_update_is_dropped_or_clipped():
                  lambda v: v.at[7].set(9, mode="clip"), lambda v: v.at[-7].add(9, mode="clip"),
                  lambda v: v.at[7].get(mode="fill", fill_value=-1)):
         _same(make(mx.asarray(a)), make(jnp.asarray(a)))
+
+
+# --- Python conversions of concrete 0-d arrays ---------------------------------------------
+def test_python_conversions_of_0d_arrays():
+    for v in (1.2345, -2.5, 1.6):
+        a, b = mnp.array(v), jnp.array(v)
+        for spec in ("{:.2f}", "{:.3e}", "{}", "{:>10.4f}"):
+            assert spec.format(a) == spec.format(b)
+        assert float(a) == float(b) and int(a) == int(b) and complex(a) == complex(b)
+        _same(round(a), round(b))
+        _same(round(a, 2), round(b, 2))
+    assert f"{mnp.array(3, mnp.int32):d}" == f"{jnp.array(3, jnp.int32):d}"
+    assert f"{mnp.arange(3)}" == f"{jnp.arange(3)}"
+
+
+@pytest.mark.parametrize("conv", [float, int, complex, lambda v: f"{v:.2f}"],
+                         ids=["float", "int", "complex", "format"])
+def test_python_conversions_under_jit_raise(conv):
+    with pytest.raises(mx.errors.ConcretizationError):
+        mx.jit(lambda v: conv(v))(1.0)
+
+
+def test_compare_with_tuple_and_list():
+    _same(mnp.array([1, 2]) == (1, 2), np.array([1, 2]) == (1, 2))
+    _same(mnp.array([1, 2]) != [1, 3], np.array([1, 2]) != [1, 3])
