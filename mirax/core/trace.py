@@ -268,9 +268,9 @@ def explain_failure(prim, args, params):
 def aval_of(x) -> ShapedArray:
     if isinstance(x, (Array, Tracer)):
         return x.aval
-    if isinstance(x, (np.ndarray, np.generic)):  # NumPy inputs keep their dtype (strong)
-        from mirax.core import dtypes
-        return ShapedArray(x.shape, dtypes.input_dtype(x)[0], False)
+    if isinstance(x, (np.ndarray, np.generic)):  # NumPy arrays keep their dtype (strong)
+        from mirax.core import dtypes     # (scalars and 0-d arrays are weak: input_dtype)
+        return ShapedArray(x.shape, *dtypes.input_dtype(x))
     if isinstance(x, (bool, int, float)):
         from mirax.core import dtypes
         return ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))

@@ -18,9 +18,8 @@ def _host_array(obj) -> tuple[np.ndarray, bool]:
         d = dtypes.python_scalar_dtype(obj)
         return np.asarray(obj, d), not isinstance(obj, bool)
     if isinstance(obj, (np.ndarray, np.generic)):
-        if obj.dtype not in dtypes.SHORT_NAMES:
-            dtypes.input_dtype(obj)  # raises a clear TypeError for unsupported dtypes
-        return np.array(obj), False  # a copy: mx.Array is immutable
+        _, weak = dtypes.input_dtype(obj)  # raises a clear TypeError for unsupported dtypes
+        return np.array(obj), weak  # a copy: mx.Array is immutable
     if isinstance(obj, (list, tuple)):
         leaves = np.asarray(obj)
         if leaves.dtype == object:

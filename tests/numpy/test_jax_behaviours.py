@@ -105,3 +105,21 @@ def test_python_conversions_under_jit_raise(conv):
 def test_compare_with_tuple_and_list():
     _same(mnp.array([1, 2]) == (1, 2), np.array([1, 2]) == (1, 2))
     _same(mnp.array([1, 2]) != [1, 3], np.array([1, 2]) != [1, 3])
+
+
+# --- 64-bit NumPy scalars are weak: f32 computations stay f32 ------------------------------
+@pytest.mark.parametrize("scalar", [np.float64(0.5), np.log(2 * np.pi), np.array(0.5),
+                                    np.int64(3), np.float32(2.0)],
+                         ids=["f64", "np.log", "0-d", "i64", "f32"])
+def test_numpy_scalars_keep_float32(scalar):
+    x = np.linspace(0.1, 1.0, 4).astype(np.float32)
+    for f in (lambda v, s: v * s, lambda v, s: s - v ** 2, lambda v, s: v / s + 1.0):
+        _same(f(mx.asarray(x), scalar), f(jnp.asarray(x), scalar))
+        _same(mx.jit(f)(x, scalar), jax.jit(f)(x, scalar))
+        g_mx = mx.grad(lambda v: mnp.sum(f(v, scalar)))(x)
+        _same(g_mx, jax.grad(lambda v: jnp.sum(f(v, scalar)))(x))
+
+
+def test_numpy_float64_arrays_keep_their_dtype():
+    assert (mnp.ones(3) * np.ones(3)).dtype == np.float64
+    assert (mnp.ones(3, mnp.float16) * np.float32(2)).dtype == np.float32   # strong, as JAX
