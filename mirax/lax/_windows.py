@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from mirax.core import dtypes, tree
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops.common import normalize_axis, short
 from mirax.ops.common import operand as _arr
@@ -192,7 +193,7 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
         return dimension_numbers
     nd = len(lhs_shape)
     if len(rhs_shape) != nd:
-        raise TypeError(f"conv_dimension_numbers: ranks {len(lhs_shape)} and {len(rhs_shape)} "
+        raise ShapeError(f"conv_dimension_numbers: ranks {len(lhs_shape)} and {len(rhs_shape)} "
                         "differ")
     if dimension_numbers is None:
         spec = (0, 1) + tuple(range(2, nd))

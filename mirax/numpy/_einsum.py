@@ -11,6 +11,7 @@ from __future__ import annotations
 import string
 
 from mirax.core import dtypes
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
@@ -53,7 +54,7 @@ def _parse(subscripts: str, xs):
         else:
             lab = list(spec)
         if len(lab) != x.ndim:
-            raise ValueError(f"einsum: subscripts {spec!r} do not match operand {short(x)} "
+            raise ShapeError(f"einsum: subscripts {spec!r} do not match operand {short(x)} "
                              f"of rank {x.ndim}")
         labels.append(lab)
     if explicit:
@@ -97,7 +98,7 @@ def _diagonal(x, lab):
         q = lab.index(dup, p + 1)
         n = x.shape[p]
         if x.shape[q] != n:
-            raise ValueError(f"einsum: label {dup!r} has sizes {n} and {x.shape[q]} in "
+            raise ShapeError(f"einsum: label {dup!r} has sizes {n} and {x.shape[q]} in "
                              f"operand {short(x)}")
         rest = [i for i in range(x.ndim) if i not in (p, q)]
         x = sh.transpose(x, rest + [p, q])
@@ -120,7 +121,7 @@ def _sizes(xs, labels):
             if size.get(c, 1) == 1:
                 size[c] = d
             elif d not in (1, size[c]):
-                raise ValueError(f"einsum: label {c!r} has inconsistent sizes {size[c]} and "
+                raise ShapeError(f"einsum: label {c!r} has inconsistent sizes {size[c]} and "
                                  f"{d} (operands {', '.join(short(y) for y in xs)})")
     return size
 

@@ -17,6 +17,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.trace import Tracer
+from mirax.core.errors import ShapeError
 from mirax.numpy import _core as core
 from mirax.numpy import _math as mth
 from mirax.numpy import _shape_extra as shx
@@ -81,7 +82,7 @@ def vecdot(x1, x2, /, *, axis=-1):
     a1 = normalize_axis(axis, x1.ndim, "vecdot", x1)
     a2 = normalize_axis(axis, x2.ndim, "vecdot", x2)
     if x1.shape[a1] != x2.shape[a2]:
-        raise ValueError(f"vecdot: axis {axis} differs in length: {short(x1)} and {short(x2)}")
+        raise ShapeError(f"vecdot: axis {axis} differs in length: {short(x1)} and {short(x2)}")
     prod = ew.mul(sh.moveaxis(x1, a1, -1), sh.moveaxis(x2, a2, -1))
     return core.sum(prod, axis=-1)
 

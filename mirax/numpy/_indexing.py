@@ -23,7 +23,7 @@ import numpy as np
 
 from mirax.core import dtypes
 from mirax.core.array import Array
-from mirax.core.errors import ConcretizationError
+from mirax.core.errors import ConcretizationError, ShapeError
 from mirax.core.trace import Tracer, aval_of, state as _state
 from mirax.ops import elementwise as ew
 from mirax.ops import indexing as ix
@@ -409,7 +409,7 @@ def _broadcast_values(v, shape, name):
     try:
         return sh.broadcast_to(v, shape)
     except ValueError:
-        raise ValueError(f"{name}: values {short(v)} do not broadcast to the indexed shape "
+        raise ShapeError(f"{name}: values {short(v)} do not broadcast to the indexed shape "
                          f"{list(shape)}") from None
 
 
@@ -510,7 +510,7 @@ def _along_axis_grid(arr, indices, axis, mode, op):
         elif n == m or 1 in (n, m):
             shape.append(builtins.max(n, m) if builtins.min(n, m) else 0)
         else:
-            raise ValueError(f"{op}: indices {short(idx)} do not broadcast with {short(arr)} "
+            raise ShapeError(f"{op}: indices {short(idx)} do not broadcast with {short(arr)} "
                              f"outside axis {axis}")
     shape = tuple(shape)
     i, mode = _positions(idx, arr.shape[axis], mode, op)

@@ -25,6 +25,7 @@ from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import DTypeError
 from mirax.ops import special_impl
 from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
                               short)
@@ -103,7 +104,7 @@ def unary(name, impl, d=None, *, float_only=True, keeps_weak=True, out_dtype=Non
 def _binary_abstract_eval(name, out_dtype):
     def rule(x, y):
         if x.dtype != y.dtype:
-            raise TypeError(f"{name}: operands must have one dtype, got {short(x)} and "
+            raise DTypeError(f"{name}: operands must have one dtype, got {short(x)} and "
                             f"{short(y)} (the mirax.numpy wrappers promote)")
         return ShapedArray(broadcast_shapes(name, x, y), out_dtype or x.dtype)
     return rule
@@ -313,7 +314,7 @@ def _select_abstract_eval(p, a, b):
     if p.dtype != np.bool_:
         raise TypeError(f"select: predicate must be bool, got {short(p)}")
     if a.dtype != b.dtype:
-        raise TypeError(f"select: branches must have one dtype, got {short(a)} and {short(b)}")
+        raise DTypeError(f"select: branches must have one dtype, got {short(a)} and {short(b)}")
     return ShapedArray(broadcast_shapes("select", p, a, b), a.dtype)
 
 

@@ -19,6 +19,7 @@ from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import ShapeError
 from mirax.ir.graph import Graph
 from mirax.ir.interpret import eval_graph
 from mirax.ops.common import batch_size, operand, short
@@ -50,7 +51,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
         if lengths and lengths != [length]:
             raise ValueError(f"scan: length={length} but xs have leading sizes {lengths}")
     elif len(lengths) > 1:
-        raise ValueError("scan: xs leaves have different leading sizes "
+        raise ShapeError("scan: xs leaves have different leading sizes "
                          f"{', '.join(short(x) for x in xs_leaves)}")
     elif not lengths:
         raise ValueError("scan: length must be given when there are no xs")

@@ -13,6 +13,7 @@ from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import ShapeError
 from mirax.ops.common import (normalize_axes, normalize_axis, operand, same_shapes, short,
                                static_shape)
 
@@ -39,7 +40,7 @@ def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
         0 <= d < len(shape) and x.shape[i] in (1, shape[d])
         for i, d in enumerate(broadcast_dimensions))
     if not ok:
-        raise ValueError(f"broadcast_in_dim: cannot broadcast {short(x)} to {list(shape)} "
+        raise ShapeError(f"broadcast_in_dim: cannot broadcast {short(x)} to {list(shape)} "
                          f"along dimensions {broadcast_dimensions}")
     return ShapedArray(shape, x.dtype)
 
@@ -78,7 +79,7 @@ def broadcast_to(x, shape):
         return x
     lead = len(shape) - x.ndim
     if lead < 0 or any(a not in (1, b) for a, b in zip(x.shape, shape[lead:])):
-        raise ValueError(f"broadcast_to: cannot broadcast {short(x)} to shape {list(shape)}")
+        raise ShapeError(f"broadcast_to: cannot broadcast {short(x)} to shape {list(shape)}")
     return broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
 
 
@@ -113,7 +114,7 @@ def reshape(x, new_sizes, dimensions=None):
     if -1 in new_sizes:
         known = int(np.prod([d for d in new_sizes if d != -1]))
         if new_sizes.count(-1) > 1 or known == 0 or x.size % known:
-            raise ValueError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
+            raise ShapeError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
         new_sizes = tuple(x.size // known if d == -1 else d for d in new_sizes)
     if new_sizes == tuple(x.shape):
         return x
@@ -123,7 +124,7 @@ def reshape(x, new_sizes, dimensions=None):
 @reshape_p.def_abstract_eval
 def _reshape_abstract_eval(x, *, new_sizes):
     if int(np.prod(new_sizes)) != x.size or any(d < 0 for d in new_sizes):
-        raise ValueError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
+        raise ShapeError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
     return ShapedArray(new_sizes, x.dtype)
 
 
@@ -222,7 +223,7 @@ def _concatenate_abstract_eval(*xs, dimension):
     for x in xs[1:]:
         if x.ndim != x0.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape))
                                     if i != dimension):
-            raise ValueError(f"concatenate: shapes {', '.join(short(x) for x in xs)} differ "
+            raise ShapeError(f"concatenate: shapes {', '.join(short(x) for x in xs)} differ "
                              f"outside axis {dimension}")
     shape = list(x0.shape)
     shape[dimension] = builtins.sum(x.shape[dimension] for x in xs)

@@ -123,3 +123,28 @@ def test_numpy_scalars_keep_float32(scalar):
 def test_numpy_float64_arrays_keep_their_dtype():
     assert (mnp.ones(3) * np.ones(3)).dtype == np.float64
     assert (mnp.ones(3, mnp.float16) * np.float32(2)).dtype == np.float32   # strong, as JAX
+
+
+# --- shape / dtype mismatches are both TypeError (JAX) and ValueError (NumPy) ---------------
+_MISMATCH = {
+    "dot": lambda np_: np_.dot(np_.ones((2, 3)), np_.ones((4,))),
+    "matmul": lambda np_: np_.ones((2, 3)) @ np_.ones((4, 2)),
+    "matmul-batch": lambda np_: np_.matmul(np_.ones((2, 2, 3)), np_.ones((3, 3, 4))),
+    "einsum": lambda np_: np_.einsum("ij,j->i", np_.ones((2, 3)), np_.ones((4,))),
+    "tensordot": lambda np_: np_.tensordot(np_.ones((2, 3)), np_.ones((3, 5)), 2),
+    "add": lambda np_: np_.ones((2, 3)) + np_.ones((4,)),
+    "concatenate": lambda np_: np_.concatenate([np_.ones((2, 3)), np_.ones((3, 5))]),
+    "reshape": lambda np_: np_.ones((2, 3)).reshape(4, 2),
+}
+
+
+@pytest.mark.parametrize("name", list(_MISMATCH))
+def test_mismatch_errors_are_type_and_value_errors(name):
+    f = _MISMATCH[name]
+    with pytest.raises((TypeError, ValueError)):
+        f(jnp)                                   # the oracle rejects it too
+    for run in (lambda: f(mnp), lambda: mx.jit(lambda: f(mnp))()):
+        with pytest.raises(TypeError) as err:
+            run()
+        assert isinstance(err.value, ValueError)
+        assert isinstance(err.value, (mx.errors.ShapeError, mx.errors.DTypeError))
