@@ -496,14 +496,9 @@ def float_power(x, y):
 
 
 def logaddexp2(x1, x2):
-    """log2(2**x1 + 2**x2), stably: max + log2(1 + 2**-|x1 - x2|)."""
+    """log2(2**x1 + 2**x2), stably and smooth to every order (see _math.log_add_exp)."""
     x, y = mth._float_pair(x1, x2, "logaddexp2")
-    m = ew.max(x, y)
-    # an infinite operand gives the max; the masked difference keeps inf - inf out
-    fin = ew.logical_and(ew.is_finite(x), ew.is_finite(y))
-    d = ew.sub(ew.select(fin, x, ew.zeros_like(x)), ew.select(fin, y, ew.zeros_like(y)))
-    tail = ew.div(ew.log1p(ew.exp2(ew.neg(ew.abs(d)))), math.log(2.0))
-    return ew.select(fin, ew.add(m, tail), m)
+    return mth.log_add_exp(x, y, math.log(2.0))
 
 
 def _pow2(e):

@@ -156,9 +156,10 @@ div_p = binary("div", lambda x, y: _div_impl(x, y),
 # rem(x, y) = x - y * trunc(x / y): d/dx = 1, d/dy = -trunc(x / y)
 rem_p = binary("rem", lambda x, y: _rem_impl(x, y),
                (lambda g, x, y, o: g, lambda g, x, y, o: mul(g, neg(trunc(div(x, y))))))
-# d x^y = y x^(y-1) dx + log(x) x^y dy, with the dy term 0 at x = 0 (as JAX)
+# d x^y = y x^(y-1) dx + log(x) x^y dy, with the dy term 0 at x = 0 (as JAX); y x^(y-1) is
+# a strong product, so x^0 has derivative 0 at x = 0 (JAX: NaN) and x^1 second derivative 0
 pow_p = binary("pow", lambda x, y: _pow_impl(x, y),
-               (lambda g, x, y, o: _guard(g, mul(y, pow(x, sub(y, 1)))),
+               (lambda g, x, y, o: _guard(g, mul_strong(y, pow(x, sub(y, 1)))),
                 lambda g, x, y, o: _guard(g, select(eq(x, 0), zeros_like(o),
                                                     mul(log(select(eq(x, 0), ones_like(x), x)),
                                                         o)))))

@@ -148,3 +148,41 @@ def test_mismatch_errors_are_type_and_value_errors(name):
             run()
         assert isinstance(err.value, ValueError)
         assert isinstance(err.value, (mx.errors.ShapeError, mx.errors.DTypeError))
+
+
+# --- smooth derivatives: logaddexp at ties, power at 0 -------------------------------------
+@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+def test_logaddexp_derivatives_match_jax_at_and_off_ties(name):
+    fm, fj = getattr(mnp, name), getattr(jnp, name)
+    for x, y in ((1.0, 1.0), (0.0, 0.0), (1.3, 1.0), (-2.0, 3.0)):
+        for order in (1, 2, 3):
+            gm, gj = (lambda v: fm(v, y)), (lambda v: fj(v, y))
+            for _ in range(order):
+                gm, gj = mx.grad(gm), jax.grad(gj)
+            np.testing.assert_allclose(gm(np.float32(x)), gj(np.float32(x)), rtol=2e-5,
+                                       atol=1e-7)
+    assert float(mx.grad(mx.grad(lambda v: fm(v, 1.0)))(1.0)) == pytest.approx(
+        0.25 if name == "logaddexp" else np.log(2) / 4, rel=1e-6)
+    a = np.array([0.0, -30, 5, -np.inf, np.inf, -np.inf, 1e30], np.float32)
+    b = np.array([-30, 0, 5, 1, 2, -np.inf, -1e30], np.float32)
+    np.testing.assert_allclose(fm(a, b), getattr(np, name)(a, b), rtol=1e-6)
+
+
+def test_power_derivatives_at_zero_are_finite():
+    g = mx.grad
+    assert float(g(lambda x: x ** 0.0)(0.0)) == 0.0                # JAX: NaN (0 * inf)
+    assert float(g(g(lambda x: x ** 1.0))(0.0)) == 0.0
+    assert float(g(g(lambda x: x ** 2.0))(0.0)) == 2.0
+    assert float(g(g(g(lambda x: x ** 2.0)))(0.0)) == 0.0
+    assert float(g(lambda x: mx.lax.integer_pow(x, 0))(0.0)) == 0.0
+    assert float(g(g(lambda x: mx.lax.integer_pow(x, 1)))(0.0)) == 0.0
+    # away from 0 they are JAX's; d/dy of d/dx x^y at y = 0 is 1/x (the strong product
+    # keeps the mixed derivative)
+    for x, y in ((2.0, 0.0), (0.7, 1.0), (1.5, 2.5)):
+        for f in (lambda a, b: a ** b,):
+            for argnums in (0, 1):
+                np.testing.assert_allclose(
+                    g(g(f, argnums), argnums)(np.float32(x), np.float32(y)),
+                    jax.grad(jax.grad(f, argnums), argnums)(np.float32(x), np.float32(y)),
+                    rtol=1e-5)
+    assert float(g(lambda b: g(lambda a: a ** b)(2.0))(0.0)) == pytest.approx(0.5)
