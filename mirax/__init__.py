@@ -2,7 +2,7 @@
 from mirax import ops  # noqa: F401  (registers every primitive)
 from mirax.backends import default_device, devices  # noqa: F401
 from mirax.core import tree  # noqa: F401
-from mirax.core.array import Array  # noqa: F401
+from mirax.core.array import AnyArray as Array  # noqa: F401  (tracers are Arrays too)
 from mirax.core.dtypes import (  # noqa: F401
     bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8)
 from mirax.core import errors  # noqa: F401

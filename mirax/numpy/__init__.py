@@ -16,7 +16,7 @@ from mirax.numpy._indexing import (  # noqa: F401
     argwhere, compress, diag, diagonal, flatnonzero, nonzero, put_along_axis, take,
     take_along_axis, trace, tril, triu)
 from mirax.numpy._extra import *  # noqa: F401,F403
-from mirax.core.array import Array as ndarray  # noqa: F401
+from mirax.core.array import AnyArray as ndarray  # noqa: F401
 from mirax.numpy._sets import *  # noqa: F401,F403
 from mirax.numpy._stats import *  # noqa: F401,F403
 from mirax.numpy._select import *  # noqa: F401,F403

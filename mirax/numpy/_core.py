@@ -10,7 +10,8 @@ from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
-from mirax.ops.common import normalize_axes, normalize_axis, operand, short, static_shape
+from mirax.ops.common import (normalize_axes, normalize_axis, operand, result_dtype, short,
+                               static_shape)
 from mirax.ops.creation import asarray as _asarray
 from mirax.ops.dot import dot_general
 
@@ -94,7 +95,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     num = int(num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
-    d = _dtype_or(dtype, dtypes.float32)
+    d = _dtype_or(dtype, _inexact_result(start, stop))
     if builtins.all(isinstance(v, (int, float, np.integer, np.floating))
                     for v in (start, stop)):
         if axis not in (0, -1):
@@ -124,6 +125,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if shape:
         out = sh.moveaxis(out, 0, axis)
     return (out, step) if retstep else out
+
+
+def _inexact_result(*xs):
+    """The dtype a float-valued creation function gives by default (JAX): the operands'
+    promoted dtype when it is a float (a float64 start stays float64), else float32."""
+    d = result_dtype(*xs)[0]
+    return d if dtypes.is_float(d) else dtypes.float32
 
 
 def eye(N, M=None, k=0, dtype=None):

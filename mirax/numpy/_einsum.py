@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import string
 
+import numpy as np
+
 from mirax.core import dtypes
 from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
@@ -136,7 +138,7 @@ def _expand(x, lab, size):
 def einsum(subscripts, *operands, optimize="greedy", precision=None,
            preferred_element_type=None, _use_xeinsum=False):
     if not isinstance(subscripts, str):
-        raise TypeError("einsum: only the subscripts-string form is supported")
+        subscripts, operands = _from_sublists((subscripts,) + tuple(operands))
     xs = [operand(x, "einsum") for x in operands]
     if not xs:
         raise ValueError("einsum: at least one operand is required")
@@ -165,6 +167,31 @@ def einsum(subscripts, *operands, optimize="greedy", precision=None,
     if preferred_element_type is not None:
         x = ew.convert_element_type(x, dtypes.canonicalize(preferred_element_type))
     return x
+
+
+def _from_sublists(args):
+    """einsum(a, [0, 1], b, [1, 2], [0, 2]) (NumPy's sublist form) as "ab,bc->ac" and the
+    operands; Ellipsis in a sublist stands for '...'."""
+    def letters(sub):
+        out = []
+        for v in sub:
+            if v is Ellipsis:
+                out.append("...")
+            elif isinstance(v, (int, np.integer)) and 0 <= v < 52:
+                out.append(string.ascii_letters[int(v)])
+            else:
+                raise ValueError(f"einsum: sublist labels must be ints in [0, 52) or "
+                                 f"Ellipsis, got {v!r}")
+        return "".join(out)
+
+    ops, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(ops) > len(subs):     # an odd count: the last entry is the output sublist
+        out = ops.pop()
+    if not ops:
+        raise ValueError("einsum: at least one operand is required")
+    spec = ",".join(letters(sb) for sb in subs)
+    return (spec if out is None else f"{spec}->{letters(out)}"), ops
 
 
 def einsum_path(subscripts, *operands, optimize="greedy"):

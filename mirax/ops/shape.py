@@ -193,11 +193,20 @@ def _transpose_vmap(args, dims, *, permutation):
 
 
 def moveaxis(x, source, destination):
+    """Move axes `source` (an int or a sequence) to positions `destination` (NumPy)."""
     x = operand(x, "moveaxis")
-    src = normalize_axis(source, x.ndim, "moveaxis", x)
-    dst = normalize_axis(destination, x.ndim, "moveaxis", x)
-    perm = [i for i in range(x.ndim) if i != src]
-    perm.insert(dst, src)
+    seq = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,))
+    src = [normalize_axis(a, x.ndim, "moveaxis", x) for a in seq(source)]
+    dst = [normalize_axis(a, x.ndim, "moveaxis", x) for a in seq(destination)]
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: source {source} and destination {destination} must have "
+                         "the same number of elements")
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"moveaxis: repeated axis in source {source} or destination "
+                         f"{destination}")
+    perm = [i for i in range(x.ndim) if i not in src]
+    for d, s_ in sorted(zip(dst, src)):
+        perm.insert(d, s_)
     return transpose(x, perm)
 
 

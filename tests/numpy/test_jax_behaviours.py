@@ -186,3 +186,67 @@ def test_power_derivatives_at_zero_are_finite():
                     jax.grad(jax.grad(f, argnums), argnums)(np.float32(x), np.float32(y)),
                     rtol=1e-5)
     assert float(g(lambda b: g(lambda a: a ** b)(2.0))(0.0)) == pytest.approx(0.5)
+
+
+# --- einsum sublists, moveaxis sequences, *space dtypes, isinstance, ConvDimensionNumbers --
+def test_einsum_sublist_form():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(2, 3)).astype(np.float32), rng.normal(size=(3, 4)).astype(np.float32)
+    for args in ((a, [0, 1], b, [1, 2], [0, 2]), (a, [0, 1], b, [1, 2]), (a, [0, 1], [1]),
+                 (a, [Ellipsis, 1], [Ellipsis]), (a, [0, 1], a, [0, 1], [])):
+        np.testing.assert_allclose(mnp.einsum(*args), jnp.einsum(*args), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("src,dst", [((0, 1), (2, 0)), (0, 2), (-1, 0), ([0, 2], [1, 0])])
+def test_moveaxis_sequences(src, dst):
+    a = np.arange(24, dtype=np.int32).reshape(2, 3, 4)
+    _same(mnp.moveaxis(a, src, dst), jnp.moveaxis(a, src, dst))
+
+
+@pytest.fixture
+def jax_x64():
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
+def _space_cases(cases):
+    for start, stop in cases:
+        jstart = jnp.asarray(np.asarray(start)) if isinstance(start, mx.Array) else start
+        for name in ("linspace", "logspace", "geomspace"):
+            lo = start if name != "geomspace" else start + 1
+            jlo = jstart if name != "geomspace" else jstart + 1
+            got, want = getattr(mnp, name)(lo, stop, 5), getattr(jnp, name)(jlo, stop, 5)
+            assert got.dtype == want.dtype, (name, start, got.dtype, want.dtype)
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_space_functions_default_float32():
+    _space_cases([(0.0, 1.0), (1, 10), (np.float32(1), np.float32(2)),
+                  (mnp.zeros(2, mnp.bfloat16), 1.0)])
+
+
+def test_space_functions_keep_float64(jax_x64):   # JAX needs x64 to keep a float64 start
+    _space_cases([(np.zeros(2), np.ones(2)), (np.float64(0.5), 2.0),
+                  (mnp.float64(1.0), 2.0)])
+
+
+def test_tracers_are_arrays():
+    for transform in (mx.jit, mx.vmap, mx.grad):
+        assert float(transform(lambda v: v * isinstance(v, mx.Array))(mnp.ones(()))
+                     if transform is mx.grad else
+                     transform(lambda v: v * isinstance(v, mx.Array))(mnp.ones(2))[0]) == 1.0
+    assert isinstance(mnp.ones(2), mx.Array) and isinstance(mnp.ones(2), mnp.ndarray)
+    assert not isinstance(np.ones(2), mx.Array) and not isinstance(1.0, mx.Array)
+
+
+def test_conv_dimension_numbers_is_a_namedtuple():
+    d = mx.lax.ConvDimensionNumbers(lhs_spec=(0, 1, 2, 3), rhs_spec=(0, 1, 2, 3),
+                                    out_spec=(0, 1, 2, 3))
+    assert d._fields == jax.lax.ConvDimensionNumbers._fields
+    assert d._replace(out_spec=(0, 3, 1, 2)).out_spec == (0, 3, 1, 2)
+    got = mx.lax.conv_dimension_numbers((1, 3, 5, 5), (2, 3, 3, 3), ("NHWC", "HWIO", "NHWC"))
+    want = jax.lax.conv_dimension_numbers((1, 3, 5, 5), (2, 3, 3, 3), ("NHWC", "HWIO", "NHWC"))
+    assert tuple(got) == tuple(want)
