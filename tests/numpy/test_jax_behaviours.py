@@ -250,3 +250,11 @@ def test_conv_dimension_numbers_is_a_namedtuple():
     got = mx.lax.conv_dimension_numbers((1, 3, 5, 5), (2, 3, 3, 3), ("NHWC", "HWIO", "NHWC"))
     want = jax.lax.conv_dimension_numbers((1, 3, 5, 5), (2, 3, 3, 3), ("NHWC", "HWIO", "NHWC"))
     assert tuple(got) == tuple(want)
+
+
+def test_jax_error_names_catch_concretization():
+    for name in ("ConcretizationTypeError", "TracerBoolConversionError",
+                 "TracerIntegerConversionError", "TracerArrayConversionError"):
+        assert issubclass(getattr(jax.errors, name), TypeError)
+        with pytest.raises(getattr(mx.errors, name)):
+            mx.jit(lambda v: v if v > 0 else -v)(1.0)
