@@ -53,6 +53,11 @@ def check(got, want, mod, dtype_notes=None):
     """Compare main()'s outputs; keys the program lists in KNOWN_DIFFERENCES (with why)
     must still differ, so the list stays true."""
     known = getattr(mod, "KNOWN_DIFFERENCES", {})
+    nan_ok = getattr(mod, "EXPECTED_NAN", ())
+    for k, v in want.items():   # a NaN-filled result would compare equal and prove nothing
+        leaves = [np.asarray(x) for x in _leaves(v)]
+        assert k in nan_ok or not any(x.dtype.kind == "f" and np.isnan(x).any()
+                                      for x in leaves), f"JAX's out[{k!r}] holds NaN"
     rtol, atol = getattr(mod, "RTOL", 1e-4), getattr(mod, "ATOL", 1e-5)
     for k in known:
         try:
@@ -63,6 +68,14 @@ def check(got, want, mod, dtype_notes=None):
     compare({k: v for k, v in got.items() if k not in known},
             {k: v for k, v in want.items() if k not in known}, rtol, atol,
             dtype_notes=dtype_notes)
+
+
+def _leaves(v):
+    if isinstance(v, dict):
+        return [x for k in v for x in _leaves(v[k])]
+    if isinstance(v, (list, tuple)):
+        return [x for e in v for x in _leaves(e)]
+    return [] if isinstance(v, str) or v is None else [v]
 
 
 def compare(got, want, rtol, atol, path="out", dtype_notes=None):

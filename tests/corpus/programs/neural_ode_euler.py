@@ -49,7 +49,7 @@ def main():
   key = jax.random.key(0)
   key, k_params, k_y0 = jax.random.split(key, 3)
   ts = jnp.linspace(0., 1., 21)
-  y0s = jnp.array([[2., 0.]]) + 0.1 * jax.random.normal(k_y0, (4, 2))
+  y0s = jnp.array([[1., 0.]]) + 0.1 * jax.random.normal(k_y0, (4, 2))
   targets = jax.vmap(lambda y0: odeint_euler(lambda y, t: true_dynamics(y, t), y0, ts))(y0s)
   params = init_mlp(k_params, [3, 16, 2])
   losses = []
