@@ -17,13 +17,17 @@ def _same(a, b, rtol=1e-6, atol=0.0):
 
 
 # --- array / asarray of sequences holding traced values ----------------------------------
+_SLOW = pytest.mark.slow
+
+
 @pytest.mark.parametrize("make", [
-    lambda np_, x: np_.array([x, 2 * x]),
-    lambda np_, x: np_.asarray((x, x * x, 1)),
-    lambda np_, x: np_.array([[x, 1.0], [2, x]]),
-    lambda np_, x: np_.array([np_.stack([x, x]), [1, 2]]),
-    lambda np_, x: np_.array([x, 3], dtype=np_.int32),
-], ids=["list", "tuple-int", "nested-mixed", "array-and-list", "dtype"])
+    pytest.param(lambda np_, x: np_.array([x, 2 * x]), id="list"),
+    pytest.param(lambda np_, x: np_.asarray((x, x * x, 1)), id="tuple-int", marks=_SLOW),
+    pytest.param(lambda np_, x: np_.array([[x, 1.0], [2, x]]), id="nested-mixed"),
+    pytest.param(lambda np_, x: np_.array([np_.stack([x, x]), [1, 2]]), id="array-and-list",
+                 marks=_SLOW),
+    pytest.param(lambda np_, x: np_.array([x, 3], dtype=np_.int32), id="dtype", marks=_SLOW),
+])
 def test_array_of_traced_values(make):
     x = 1.5
     want = make(jnp, jnp.float32(x))
@@ -108,9 +112,12 @@ def test_compare_with_tuple_and_list():
 
 
 # --- 64-bit NumPy scalars are weak: f32 computations stay f32 ------------------------------
-@pytest.mark.parametrize("scalar", [np.float64(0.5), np.log(2 * np.pi), np.array(0.5),
-                                    np.int64(3), np.float32(2.0)],
-                         ids=["f64", "np.log", "0-d", "i64", "f32"])
+@pytest.mark.parametrize("scalar", [
+    pytest.param(np.float64(0.5), id="f64"),
+    pytest.param(np.log(2 * np.pi), id="np.log", marks=_SLOW),
+    pytest.param(np.array(0.5), id="0-d"),
+    pytest.param(np.int64(3), id="i64", marks=_SLOW),
+    pytest.param(np.float32(2.0), id="f32", marks=_SLOW)])
 def test_numpy_scalars_keep_float32(scalar):
     x = np.linspace(0.1, 1.0, 4).astype(np.float32)
     for f in (lambda v, s: v * s, lambda v, s: s - v ** 2, lambda v, s: v / s + 1.0):
@@ -151,7 +158,7 @@ def test_mismatch_errors_are_type_and_value_errors(name):
 
 
 # --- smooth derivatives: logaddexp at ties, power at 0 -------------------------------------
-@pytest.mark.parametrize("name", ["logaddexp", "logaddexp2"])
+@pytest.mark.parametrize("name", ["logaddexp", pytest.param("logaddexp2", marks=_SLOW)])
 def test_logaddexp_derivatives_match_jax_at_and_off_ties(name):
     fm, fj = getattr(mnp, name), getattr(jnp, name)
     for x, y in ((1.0, 1.0), (0.0, 0.0), (1.3, 1.0), (-2.0, 3.0)):
@@ -223,6 +230,7 @@ def _space_cases(cases):
             np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_space_functions_default_float32():
     _space_cases([(0.0, 1.0), (1, 10), (np.float32(1), np.float32(2)),
                   (mnp.zeros(2, mnp.bfloat16), 1.0)])
