@@ -104,6 +104,11 @@ def _from_sequence(obj, dtype, device):
 
     nested = to_arrays(obj)
     d = dtypes.canonicalize(dtype) if dtype is not None else result_dtype(*leaves)[0]
+    if device is None and not any(isinstance(v, Tracer) for v in leaves):
+        try:   # all concrete: one NumPy call instead of an op per element
+            return Array(np.array(_to_host(nested), dtype=d), False)
+        except ValueError:
+            pass  # ragged: the stacking below names the shapes
 
     def build(o):
         if not isinstance(o, list):
@@ -121,6 +126,10 @@ def _from_sequence(obj, dtype, device):
         from mirax.ops.transfer import device_put
         out = device_put(out, device)
     return out
+
+
+def _to_host(o):
+    return [_to_host(e) for e in o] if isinstance(o, list) else np.asarray(o)
 
 
 def from_dlpack(obj) -> Array:
