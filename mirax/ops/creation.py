@@ -10,6 +10,7 @@ from mirax.core.trace import Tracer
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.common import operand, result_dtype, short
+from mirax.ops.transfer import device_put
 
 
 def _host_array(obj) -> tuple[np.ndarray, bool]:
@@ -122,10 +123,7 @@ def _from_sequence(obj, dtype, device):
         return sh.stack(parts, 0)
 
     out = build(nested)
-    if device is not None:
-        from mirax.ops.transfer import device_put
-        out = device_put(out, device)
-    return out
+    return out if device is None else device_put(out, device)
 
 
 def _to_host(o):

@@ -28,6 +28,8 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of, find_top_trace, full_raise, state, zeros_like_aval
 from mirax.ops.common import operand, short
+from mirax.transforms.jvp import instantiate
+from mirax.transforms.vjp import vjp_flat
 
 
 class FlatFn:
@@ -167,8 +169,6 @@ def _custom_vjp_call_jvp(primals, tangents, *, fun, fwd, bwd, res=None):
     """Forward mode through the user's rule (JAX refuses it): bwd is linear in the output
     cotangent, ct -> J^T ct, so reverse mode through bwd in ct (its transpose) maps the
     input tangent t to J t, the jvp the rule defines."""
-    from mirax.transforms.jvp import instantiate
-    from mirax.transforms.vjp import vjp_flat
     outs, r = fwd(*primals) if res is None else (fun(*primals), res)
     ins = [i for i, (x, t) in enumerate(zip(primals, tangents)) if t is not None and _is_float(x)]
     outs_f = [j for j, o in enumerate(outs) if _is_float(o)]
