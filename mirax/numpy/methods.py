@@ -3,6 +3,8 @@
 Attached to the shared base `ArrayOps` here because they are written with mirax.numpy."""
 from __future__ import annotations
 
+import numpy as np
+
 from mirax.core.array import ArrayOps
 from mirax import numpy as mnp
 from mirax.ops import elementwise as ew
@@ -13,12 +15,18 @@ def _swap(fn):
 
 
 def _eq_seq(fn):
-    """x == (1, 2): a list or tuple on the other side is converted first (NumPy's ==)."""
+    """x == (1, 2): a list or tuple on the other side is converted first (NumPy's ==);
+    x == None (or any non-array) is NotImplemented, so Python answers False (JAX)."""
     def compare(self, other):
         if isinstance(other, (list, tuple)):
             other = mnp.asarray(other)
+        elif not isinstance(other, _ARRAY_LIKE) and not hasattr(other, "__array__"):
+            return NotImplemented
         return fn(self, other)
     return compare
+
+
+_ARRAY_LIKE = (ArrayOps, np.ndarray, np.generic, bool, int, float)
 
 
 def _round(self, ndigits=None):

@@ -109,6 +109,9 @@ def test_python_conversions_under_jit_raise(conv):
 def test_compare_with_tuple_and_list():
     _same(mnp.array([1, 2]) == (1, 2), np.array([1, 2]) == (1, 2))
     _same(mnp.array([1, 2]) != [1, 3], np.array([1, 2]) != [1, 3])
+    for other in (None, "a", object()):      # not array-like: Python's identity answer, as JAX
+        assert (mnp.ones(2) == other) is (jnp.ones(2) == other) is False
+        assert (mnp.ones(2) != other) is (jnp.ones(2) != other) is True
 
 
 # --- 64-bit NumPy scalars are weak: f32 computations stay f32 ------------------------------
