@@ -11,7 +11,7 @@ runtime.
 from mirax import ops  # noqa: F401  (registers every primitive)
 from mirax import compiler, backends  # noqa: F401  (register the pipeline and the backends)
 from mirax.core import config, errors, tree  # noqa: F401
-from mirax.core.array import Array  # noqa: F401
+from mirax.core.array import AnyArray as Array  # noqa: F401  (tracers are Arrays too)
 from mirax.core.dtypes import (  # noqa: F401
     bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8)
 from mirax.core.runtime import (  # noqa: F401

@@ -75,7 +75,10 @@ def _w_xy():
 
 def test_gp_program_on_mirax():
     step = gp_program(mirax, mirax.numpy)
-    loss, direct, grads, new = step(PARAMS, X, Y)
+    # float64 parameters: NumPy scalars are weakly typed (as Python floats), so the program
+    # gets them as float64 arrays
+    loss, direct, grads, new = step({k: mirax.numpy.asarray(v, dtype=mirax.numpy.float64)
+                                     for k, v in PARAMS.items()}, X, Y)
     amp2, ell, noise2 = (np.exp(2 * PARAMS["log_amp"]), np.exp(PARAMS["log_len"]),
                          np.exp(2 * PARAMS["log_noise"]))
     k = amp2 * np.exp(-0.5 * ((X[:, None] - X[None, :]) / ell) ** 2) + noise2 * np.eye(12)

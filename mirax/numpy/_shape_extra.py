@@ -15,6 +15,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.trace import Tracer
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.sort import sort
@@ -162,7 +163,7 @@ def repeat(a, repeats, axis=None, total_repeat_length=None):
         out = sh.reshape(out, x.shape[:ax] + (n * r,) + x.shape[ax + 1:])
     else:
         if len(reps) != n:
-            raise ValueError(f"repeat: {len(reps)} repeats do not match axis {ax} of "
+            raise ShapeError(f"repeat: {len(reps)} repeats do not match axis {ax} of "
                              f"{short(x)}")
         out = take_static(x, np.repeat(np.arange(n), reps), ax)
     if total_repeat_length is not None and out.shape[ax] != total_repeat_length:
@@ -636,11 +637,11 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
     w = operand(weights, "average")
     if tuple(w.shape) != tuple(x.shape):
         if axis is None or w.ndim != 1:
-            raise ValueError(f"average: weights {short(w)} must have the shape of {short(x)} "
+            raise ShapeError(f"average: weights {short(w)} must have the shape of {short(x)} "
                              "or be 1-d along `axis`")
         ax = normalize_axis(axis, x.ndim, "average", x)
         if w.shape[0] != x.shape[ax]:
-            raise ValueError(f"average: weights {short(w)} do not match axis {ax} of "
+            raise ShapeError(f"average: weights {short(w)} do not match axis {ax} of "
                              f"{short(x)}")
         w = sh.broadcast_in_dim(w, tuple(x.shape), (ax,))
     d = dtypes.promote_types(result_dtype(x, w)[0], dtypes.float32) \

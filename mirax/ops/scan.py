@@ -20,6 +20,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.graph.graph import Graph
 from mirax.graph.interpret import eval_graph
+from mirax.core.errors import ShapeError
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     batched_aval, cached, carry_check, compiled, interleave, is_float, jvp_graph, permute,
@@ -53,7 +54,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
         if lengths and lengths != [length]:
             raise ValueError(f"scan: length={length} but xs have leading sizes {lengths}")
     elif len(lengths) > 1:
-        raise ValueError("scan: xs leaves have different leading sizes "
+        raise ShapeError("scan: xs leaves have different leading sizes "
                          f"{', '.join(short(x) for x in xs_leaves)}")
     elif not lengths:
         raise ValueError("scan: length must be given when there are no xs")

@@ -36,7 +36,7 @@ def _leaf_key(x):
         a = x.aval
         return (a.shape, a.dtype, a.weak_type)
     if isinstance(x, (np.ndarray, np.generic)):  # first: np.float64 is a float subclass
-        return (x.shape, dtypes.input_dtype(x)[0], False)
+        return (x.shape,) + dtypes.input_dtype(x)
     if isinstance(x, (bool, int, float)):
         return ((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
     raise TypeError(f"jit: argument of type {type(x).__name__} is not an array; mark it "
