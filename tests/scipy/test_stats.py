@@ -363,3 +363,34 @@ def test_poisson_entropy():
 def test_poisson_entropy_vs_jax(x64):
     mu = np.array([0.0, 0.3, 2.0, 9.9, 10.0, 45.0, 99.0, 150.0, 1e4])
     _check(mst.poisson.entropy(mu), jst.poisson.entropy(mu), 1e-9, 1e-12, "entropy")
+
+
+def test_mode_rankdata_vs_scipy():
+    import scipy.stats as sst
+    a = np.array([[1, 2, 2, 3, 3], [3, 3, 1, 1, 0], [4, 4, 4, 0, 0]])
+    for axis in (0, 1, None):
+        for keepdims in (False, True):
+            got = mst.mode(a, axis=axis, keepdims=keepdims)
+            want = sst.mode(a, axis=axis, keepdims=keepdims)
+            _check(got.mode, want.mode, 0, 0, f"mode {axis}")
+            _check(got.count, want.count, 0, 0, f"count {axis}")
+    x = np.array([3.0, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])
+    for method in ("average", "min", "max", "dense", "ordinal"):
+        _check(mst.rankdata(x, method), sst.rankdata(x, method), 0, 0, method)
+        _check(mst.rankdata(a, method, axis=1), sst.rankdata(a, method, axis=1), 0, 0, method)
+    assert np.isnan(np.asarray(mst.rankdata(np.array([3.0, np.nan, 1.0])))).all()
+    with pytest.raises(NotImplementedError):
+        mst.rankdata(x, nan_policy="omit")
+
+
+@pytest.mark.slow
+def test_mode_rankdata_vs_jax():
+    a = np.array([[1, 2, 2, 3, 3], [3, 3, 1, 1, 0]], np.int32)
+    for axis in (0, 1, None):
+        got, want = mst.mode(a, axis=axis), jst.mode(a, axis=axis)
+        _check(got.mode, want.mode, 0, 0, "mode")
+        _check(got.count, want.count, 0, 0, "count")
+    x = np.array([3.0, 1, 4, 1, 5, np.nan], np.float32)
+    for method in ("average", "min", "max", "dense", "ordinal"):
+        _check(mst.rankdata(x[:-1], method), jst.rankdata(x[:-1], method), 0, 0, method)
+        _check(mst.rankdata(x, method), jst.rankdata(x, method), 0, 0, method)
