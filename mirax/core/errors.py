@@ -23,3 +23,8 @@ class ShapeError(MiraxError, TypeError, ValueError):
 class DTypeError(MiraxError, TypeError, ValueError):
     """Operands whose dtypes do not fit the operation (a TypeError and a ValueError, as
     ShapeError)."""
+
+
+class DeletedArrayError(MiraxError, RuntimeError):
+    """An Array whose buffer was given away (donated to a jitted call, or `.delete()`d) was
+    used afterwards (JAX raises RuntimeError here too)."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import inspect
 import os
+import sys
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
 from mirax.core import dtypes, tree
-from mirax.core.array import Array
+from mirax.core.array import Array, DeletedBuffer
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of, nonhost_buffers as _nonhost, state as _state
 from mirax.ir.build import arg_names_for, trace_to_graph
@@ -178,8 +179,9 @@ class Jitted:
                 self.hits += 1
                 self.cache.move_to_end(key)
                 bufs = [a._buf for a in args]
-                if donate:
-                    _own(bufs, donate)
+                for i, why in donate:
+                    bufs[i] = None  # so that _take sees every other reference to it
+                    bufs[i] = _take(args[i], why)
                 outs = run(*bufs)
                 if n_out < 0:  # a single array
                     return Array(outs[0], False)
@@ -209,13 +211,14 @@ class Jitted:
             self.hits += 1
             self.cache.move_to_end(key)
         graph, out_tree = entry[0], entry[1]
-        donate = graph.cache.get("donate", ())
+        donate = graph.cache.get("donate_why", ())
         if donate and not _state.active:
             leaves = list(leaves)
-            for i in donate:  # never overwrite a buffer the caller may still read
+            for i, why in donate:  # the caller's Array is deleted; a NumPy argument copied
                 x = leaves[i]
                 if type(x) is Array:
-                    leaves[i] = Array(_own([x._buf], (0,))[0], x._weak)
+                    leaves[i] = None
+                    leaves[i] = Array(_take(x, why), x._weak)
                 elif isinstance(x, np.ndarray):
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
@@ -255,6 +258,10 @@ class Jitted:
                     donate.extend(range(start, start + n))
                 start += n
             graph.cache["donate"] = tuple(donate)
+            names = self._leaf_names(args, kwargs)
+            graph.cache["donate_why"] = tuple(
+                (i, f"it was donated to jit({self.__name__}) as argument {names[i]!r}")
+                for i in donate)
         if captured:
             return graph, None, captured
         return graph, box[0], []
@@ -293,15 +300,22 @@ class Jitted:
         return sig
 
 
-def _own(bufs, idx):
-    """Make the donated buffers `bufs[i]` safe to overwrite: writeable host arrays that own
-    their memory (a view or a read-only buffer is copied first)."""
-    for i in idx:
-        b = bufs[i]
-        if isinstance(b, (np.ndarray, np.generic)) and not (
-                type(b) is np.ndarray and b.flags.writeable and b.base is None):
-            bufs[i] = np.array(b)  # device buffers: their plans never write into inputs
-    return bufs
+def _take(x: Array, why: str):
+    """The buffer of a donated Array, which is deleted (a later use raises, naming `why`).
+    The executable may overwrite it, so a host buffer that anything else can still see (a
+    view, a read-only array, another reference: NumPy views hold their base) is copied."""
+    b = x._buf
+    if type(b) is DeletedBuffer:
+        raise b.error()
+    x.delete(why)
+    if isinstance(b, (np.ndarray, np.generic)) and not (
+            type(b) is np.ndarray and b.flags.writeable and b.base is None
+            and sys.getrefcount(b) <= _OWN_REFS):
+        b = np.array(b)  # device buffers: their plans never write into inputs
+    return b
+
+
+_OWN_REFS = 2  # getrefcount's own argument and the local name `b`
 
 
 def _hashable(v, what):
