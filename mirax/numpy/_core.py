@@ -9,7 +9,8 @@ from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
-from mirax.ops.common import normalize_axes, normalize_axis, operand, short, static_shape
+from mirax.ops.common import (normalize_axes, normalize_axis, operand, short, static_int,
+                              static_shape)
 from mirax.ops.creation import asarray as _asarray
 from mirax.ops.dot import dot_general
 
@@ -90,7 +91,7 @@ def arange(start, stop=None, step=None, dtype=None):
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     """np.linspace; array start / stop give one sequence per element, along `axis` of the
     result. Computed in float64, then cast."""
-    num = int(num)
+    num = static_int(num, "linspace", "num")
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     d = _dtype_or(dtype, dtypes.float32)
@@ -126,7 +127,11 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
 
 def eye(N, M=None, k=0, dtype=None):
-    M = N if M is None else M
+    N = static_int(N, "eye", "N")
+    M = N if M is None else static_int(M, "eye", "M")
+    k = static_int(k, "eye", "k")
+    if N < 0 or M < 0:
+        raise ValueError(f"eye: N and M must be non-negative, got {N}, {M}")
     d = _dtype_or(dtype, dtypes.float32)
     rows = sh.iota(dtypes.int32, (N, M), 0)
     cols = sh.iota(dtypes.int32, (N, M), 1)
@@ -134,6 +139,9 @@ def eye(N, M=None, k=0, dtype=None):
 
 
 def identity(n, dtype=None):
+    n = static_int(n, "identity", "n")
+    if n < 0:
+        raise ValueError(f"identity: n must be non-negative, got {n}")
     return eye(n, dtype=dtype)
 
 

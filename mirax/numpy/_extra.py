@@ -24,7 +24,7 @@ from mirax.numpy._indexing import _concrete, diag, nonzero
 from mirax.numpy._sorting import cumsum
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
-from mirax.ops.common import float_operand, normalize_axis, operand, promote, short
+from mirax.ops.common import float_operand, normalize_axis, operand, promote, short, static_int
 
 __all__ = [
     # Array API aliases and dtype helpers
@@ -241,10 +241,13 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
 
 def tri(N, M=None, k=0, dtype=None):
     """Ones at and below diagonal k of an N x M matrix."""
-    M = N if M is None else M
+    N = static_int(N, "tri", "N")
+    M = N if M is None else static_int(M, "tri", "M")
+    if N < 0 or M < 0:
+        raise ValueError(f"tri: N and M must be non-negative, got {N}, {M}")
     rows = sh.iota(dtypes.int32, (N, M), 0)
     cols = sh.iota(dtypes.int32, (N, M), 1)
-    mask = ew.le(ew.sub(cols, rows), int(k))
+    mask = ew.le(ew.sub(cols, rows), static_int(k, "tri", "k"))
     return ew.convert_element_type(mask, dtypes.float32 if dtype is None
                                    else dtypes.canonicalize(dtype))
 
@@ -254,11 +257,21 @@ def _index_arrays(idx):
 
 
 def tril_indices(n, k=0, m=None):
-    return _index_arrays(np.tril_indices(int(n), int(k), None if m is None else int(m)))
+    op = "tril_indices"
+    n, k = static_int(n, op, "n"), static_int(k, op, "k")
+    m = None if m is None else static_int(m, op, "m")
+    if n < 0 or (m is not None and m < 0):
+        raise ValueError(f"{op}: n and m must be non-negative, got {n}, {m}")
+    return _index_arrays(np.tril_indices(n, k, m))
 
 
 def triu_indices(n, k=0, m=None):
-    return _index_arrays(np.triu_indices(int(n), int(k), None if m is None else int(m)))
+    op = "triu_indices"
+    n, k = static_int(n, op, "n"), static_int(k, op, "k")
+    m = None if m is None else static_int(m, op, "m")
+    if n < 0 or (m is not None and m < 0):
+        raise ValueError(f"{op}: n and m must be non-negative, got {n}, {m}")
+    return _index_arrays(np.triu_indices(n, k, m))
 
 
 def _matrix_shape(arr, op):
@@ -279,9 +292,10 @@ def triu_indices_from(arr, k=0):
 
 
 def diag_indices(n, ndim=2):
-    if int(n) < 0 or int(ndim) < 0:
+    n, ndim = static_int(n, "diag_indices", "n"), static_int(ndim, "diag_indices", "ndim")
+    if n < 0 or ndim < 0:
         raise ValueError(f"diag_indices: n and ndim must be non-negative, got {n}, {ndim}")
-    return (core.arange(int(n)),) * int(ndim)
+    return (core.arange(n),) * ndim
 
 
 def diag_indices_from(arr):
@@ -343,7 +357,7 @@ def vander(x, N=None, increasing=False):
     x = operand(x, "vander")
     if x.ndim != 1:
         raise ValueError(f"vander: x must be 1-D, got {short(x)}")
-    N = x.shape[0] if N is None else int(N)
+    N = x.shape[0] if N is None else static_int(N, "vander", "N")
     if N < 0:
         raise ValueError(f"vander: N must be non-negative, got {N}")
     cols = [ew.ones_like(x), x][:N]

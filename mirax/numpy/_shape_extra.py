@@ -386,7 +386,10 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
         parts.append(e)
     if len(parts) > 1:
         x = sh.concatenate(parts, ax)
-    for _ in range(int(n)):
+    n = static_int(n, "diff", "n")
+    if n < 0:
+        raise ValueError(f"diff: order n must be non-negative, got {n}")
+    for _ in range(n):
         m = x.shape[ax]
         hi = sh.slice_in_dim(x, 1, builtins.max(m, 1), axis=ax)
         lo = sh.slice_in_dim(x, 0, builtins.max(m - 1, 0), axis=ax)

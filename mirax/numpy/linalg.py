@@ -17,7 +17,7 @@ from mirax.ops import linalg as la
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops.common import (
-    float_operand, normalize_axes, power_by_squaring, promote, short)
+    float_operand, normalize_axes, operand, power_by_squaring, promote, short, static_int)
 
 __all__ = ["norm", "inv", "solve", "det", "slogdet", "cholesky", "qr", "svd", "eigh",
            "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul",
@@ -136,8 +136,7 @@ def matmul(a, b):
 
 def matrix_power(a, n):
     """a @ a @ ... (n times) by repeated squaring; negative n inverts first."""
-    from mirax.ops.common import operand
-    a, n = operand(a, "matrix_power"), int(n)
+    a, n = operand(a, "matrix_power"), static_int(n, "matrix_power", "n")
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"matrix_power: expected square matrices, got {short(a)}")
     if n == 0:

@@ -3,6 +3,9 @@ axis normalization and shape checks. Errors name the operation and the shapes in
 notation, and are raised here, in the wrappers, before anything runs."""
 from __future__ import annotations
 
+import math
+import operator
+
 import numpy as np
 
 from mirax.core import dtypes
@@ -140,9 +143,28 @@ def static_int(x, op: str, what: str) -> int:
         raise ConcretizationError(f"{op}: {what} must be static (a Python int), got a traced "
                                   f"{x.aval.str_short()}")
     try:
-        return int(x)
+        return operator.index(x)  # ints, NumPy ints, 0-d integer arrays
+    except TypeError:
+        pass
+    try:
+        f = float(x)
     except (TypeError, ValueError):
-        raise TypeError(f"{op}: {what} must be an int, got {x!r}") from None
+        raise TypeError(f"{op}: {what} must be an int, got {type(x).__name__} {x!r}") from None
+    if math.isfinite(f) and f == int(f):  # NOTE: int() alone would truncate 2.5 to 2
+        return int(f)
+    raise TypeError(f"{op}: {what} must be an integer, got {x!r}")
+
+
+def static_float(x, op: str, what: str) -> float:
+    """A Python float from a static argument (a scale, an epsilon), with a clear error."""
+    if isinstance(x, Tracer):
+        static_int(x, op, what)  # raises ConcretizationError naming the argument
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{op}: {what} must be a number, got {type(x).__name__} {x!r}")
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {what} must be a number, got {type(x).__name__} {x!r}") from None
 
 
 def static_shape(shape, op: str) -> tuple[int, ...]:

@@ -21,7 +21,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.ops import special_impl
 from mirax.ops.common import (float_operand, normalize_axes, normalize_axis, operand, promote,
-                               short)
+                              short, static_float, static_int)
 from mirax.ops.composite import batch_front, cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
     abs, add, convert_element_type, div, eq, erf, exp, expm1, ge, gt, is_finite, log, log1p,
@@ -191,7 +191,7 @@ def one_hot(labels, num_classes, dtype=dtypes.float32, *, axis=-1):
         raise TypeError(f"one_hot: labels must be integers, got {short(labels)}")
     axis = normalize_axis(axis, labels.ndim + 1, "one_hot")
     shape = list(labels.shape)
-    shape.insert(axis, int(num_classes))
+    shape.insert(axis, static_int(num_classes, "one_hot", "num_classes"))
     hit = eq(broadcast_in_dim(labels, tuple(shape),
                               tuple(d for d in range(len(shape)) if d != axis)),
              iota(labels.dtype, tuple(shape), axis))
@@ -661,8 +661,12 @@ def dot_product_attention(q, k, v, mask=None, is_causal=False, bias=None,
                                          q.dtype))
     if sliding_window is not None:
         w = sliding_window
-        sliding_window = (int(w), int(w)) if np.ndim(w) == 0 else tuple(map(int, w))
-    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
+        w = (w, w) if np.ndim(w) == 0 else tuple(w)
+        sliding_window = tuple(static_int(e, op, "sliding_window") for e in w)
+        if len(sliding_window) != 2 or min(sliding_window) < 0:
+            raise ValueError(f"{op}: sliding_window must be a non-negative int or a pair "
+                             f"(left, right) of them, got {w}")
+    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else static_float(scale, op, "scale")
     return dot_product_attention_p.bind(*args, scale=scale, is_causal=bool(is_causal),
                                         window=sliding_window, has_mask=mask is not None,
                                         has_bias=bias is not None)

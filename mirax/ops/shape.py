@@ -30,6 +30,9 @@ def broadcast_in_dim(x, shape, broadcast_dimensions):
     shape, dims = tuple(shape), tuple(broadcast_dimensions)
     if tuple(x.shape) == shape and dims == tuple(range(len(shape))):
         return x
+    if any(a >= b for a, b in zip(dims, dims[1:])):  # the impl assumes they increase
+        raise ValueError(f"broadcast_in_dim: broadcast_dimensions must be strictly increasing, "
+                         f"got {dims} for {short(x)}; transpose the operand first")
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=dims)
 
 

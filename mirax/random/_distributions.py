@@ -10,7 +10,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction, shape as sh
-from mirax.ops.common import operand, promote, short
+from mirax.ops.common import operand, promote, short, static_int
 from mirax.random import (  # the base samplers these are built on
     _check_key, _float_dtype, _shape, bernoulli, exponential, normal, split, uniform)
 
@@ -222,8 +222,8 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
     op = "random.orthogonal"
     key = _check_key(key, op)
     shape, dtype = _shape(shape, op), _float_dtype(dtype, op)
-    n = int(n)
-    m = n if m is None else int(m)
+    n = static_int(n, op, "n")
+    m = n if m is None else static_int(m, op, "m")
     z = normal(key, (*shape, max(n, m), min(n, m)), dtype)
     q, r = mnp.linalg.qr(z)
     d = mnp.diagonal(r, axis1=-2, axis2=-1)

@@ -15,7 +15,10 @@ def check_argnums(name: str, argnums, nargs: int) -> tuple[int, ...]:
         if not -nargs <= a < nargs:
             raise ValueError(f"{name}: argnums {argnums} is out of range for a function "
                              f"called with {nargs} positional arguments")
-    return tuple(a % nargs for a in nums)
+    out = tuple(a % nargs for a in nums)
+    if len(set(out)) != len(out):  # JAX raises too: the gradient would be split between them
+        raise ValueError(f"{name}: argnums {argnums} names an argument twice")
+    return out
 
 
 def split_args(args, argnums):

@@ -125,6 +125,8 @@ def _leaf_key(x):
 class Jitted:
     def __init__(self, f, static_argnums=(), static_argnames=(), donate_argnums=(),
                  cache_size=None, donate_argnames=()):
+        if not callable(f):
+            raise TypeError(f"jit: expected a function, got {type(f).__name__}")
         self.f = f
         self.__name__ = getattr(f, "__name__", "f")
         self.__doc__ = getattr(f, "__doc__", None)
@@ -135,7 +137,11 @@ class Jitted:
         self.donate_argnums = as_tuple(donate_argnums)
         try:
             self.params = list(inspect.signature(f).parameters)
-        except (TypeError, ValueError):
+            _check_specs(f"jit({self.__name__})", inspect.signature(f), self.static_argnums,
+                         self.static_argnames, self.donate_argnums, as_tuple(donate_argnames))
+        except (TypeError, ValueError) as e:
+            if str(e).startswith("jit("):
+                raise
             self.params = []
         # names also fix positions (static) and go by position (donation, a hint); a name
         # that is no parameter (a **kwargs entry) only applies as a keyword
@@ -316,6 +322,29 @@ def _take(x: Array, why: str):
 
 
 _OWN_REFS = 2  # getrefcount's own argument and the local name `b`
+
+
+def _check_specs(name, sig, static_argnums, static_argnames, donate_argnums, donate_argnames):
+    """JAX's checks of jit's argument specs against f's signature: numbers within the
+    positional parameters, names among the parameters (unless f takes *args / **kwargs)."""
+    kinds = [p.kind for p in sig.parameters.values()]
+    npos = sum(k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+               for k in kinds)
+    for what, nums in (("static_argnums", static_argnums), ("donate_argnums", donate_argnums)):
+        for i in nums:
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise TypeError(f"{name}: {what} must be ints, got {i!r}")
+            if inspect.Parameter.VAR_POSITIONAL not in kinds and not -npos <= i < npos:
+                raise ValueError(f"{name}: {what} {i} is out of range for a function of "
+                                 f"{npos} positional parameters")
+    for what, names in (("static_argnames", static_argnames),
+                        ("donate_argnames", donate_argnames)):
+        for n in names:
+            if not isinstance(n, str):
+                raise TypeError(f"{name}: {what} must be strings, got {n!r}")
+            if inspect.Parameter.VAR_KEYWORD not in kinds and n not in sig.parameters:
+                raise ValueError(f"{name}: {what} {n!r} is not a parameter of the function "
+                                 f"(its parameters: {', '.join(sig.parameters)})")
 
 
 def _hashable(v, what):

@@ -103,8 +103,12 @@ def vmap_flat(fn, args: list, in_dims: list, axis_size: int, out_dims: list | No
             else:
                 from mirax.ops.common import operand
                 val = operand(val, "vmap")
-                res.append(move_bdim(val, bd, want % (aval_of(val).ndim + (bd is None)),
-                                     axis_size))
+                rank = aval_of(val).ndim + (bd is None)  # of the batched result
+                if not isinstance(want, int) or isinstance(want, bool) or \
+                        not -rank <= want < rank:
+                    raise ValueError(f"vmap: out_axes {want!r} is out of range for an output "
+                                     f"of rank {rank} (the mapped axis included)")
+                res.append(move_bdim(val, bd, want % rank, axis_size))
     return res
 
 
@@ -123,7 +127,12 @@ def _resolve_axes(args, in_axes):
 
 def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
     from mirax.core import tree
-    from mirax.ops.common import operand, short
+    from mirax.ops.common import operand, short, static_int
+    if not callable(f):
+        raise TypeError(f"vmap: expected a function, got {type(f).__name__}")
+    for what, v in (("axis_size", axis_size), ("chunk_size", chunk_size)):
+        if v is not None and static_int(v, "vmap", what) < 1:
+            raise ValueError(f"vmap: {what} must be a positive int, got {v}")
 
     def vmapped(*args, **kwargs):
         leaves, in_tree = tree.flatten(tuple(args))
@@ -148,6 +157,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
             raise ValueError("vmap: no argument is mapped (all in_axes are None); pass "
                              "axis_size")
         size = next(iter(sizes.values())) if sizes else axis_size
+        if axis_size is not None and size != axis_size:
+            raise ValueError(f"vmap: axis_size={axis_size} but the mapped axis has size {size}")
         if chunk_size is not None and size > chunk_size:
             return _chunked(f, args, kwargs, in_axes, out_axes, size, chunk_size)
         out_box = []
