@@ -27,7 +27,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops import special_impl
 from mirax.ops.common import (_scalar_buf, broadcast_shapes, float_operand, operand, promote,
-                              short)
+                              result_dtype, short)
 
 UNARY_OPS: dict[str, Primitive] = {}
 BINARY_OPS: dict[str, Primitive] = {}
@@ -434,6 +434,10 @@ def min(x, y):
 
 
 def atan2(x, y):
+    d, _ = result_dtype(x, y)
+    if not dtypes.is_float(d):  # JAX: lax.atan2 takes floats only (NumPy's gives float64)
+        raise TypeError(f"atan2: requires floating-point operands, got {short(operand(x))} and "
+                        f"{short(operand(y))}; mirax.numpy.arctan2 converts integers")
     return _bind2(atan2_p, x, y)
 
 
