@@ -168,7 +168,10 @@ def static_float(x, op: str, what: str) -> float:
 
 
 def static_shape(shape, op: str) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)) or isinstance(shape, Tracer) and not shape.shape:
+    if isinstance(shape, (str, bytes)) or shape is None:
+        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {shape!r}")
+    if not hasattr(shape, "__iter__") or isinstance(shape, Operand + (np.ndarray,)) and \
+            not shape.shape:
         shape = (shape,)
     out = tuple(static_int(d, op, "shape") for d in shape)
     if any(d < 0 for d in out):

@@ -25,7 +25,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction, shape as sh
-from mirax.ops.common import normalize_axis, operand, short, static_int
+from mirax.ops.common import normalize_axis, operand, short, static_int, static_shape
 from mirax.ops.creation import asarray
 from mirax.ops.sort import sort
 
@@ -78,12 +78,7 @@ def _check_key(k, op: str):
 def _shape(shape, op: str) -> tuple[int, ...]:
     if shape is None:
         return ()
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    try:
-        return tuple(int(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"{op}: shape must be a tuple of ints, got {shape!r}") from None
+    return static_shape(shape, op)
 
 
 def _counters(shape: tuple[int, ...]):

@@ -43,3 +43,166 @@ def test_delete_method():
     assert a.is_deleted()
     with pytest.raises(RuntimeError, match="deleted"):
         mnp.sum(a)
+
+
+# --- values that used to come out wrong, against JAX ---------------------------------------
+@pytest.fixture
+def jax_cpu():
+    jax = pytest.importorskip("jax")
+    return jax
+
+
+def test_zero_d_boolean_index(jax_cpu):
+    jnp = jax_cpu.numpy
+    x, jx = mnp.arange(3.), jnp.arange(3.)
+    for b in (False, True):
+        for idx in (mnp.array(b), np.array(b)):
+            got, want = x[idx], jx[jnp.array(b)]
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert x[mnp.array(True), 1].shape == jx[jnp.array(True), 1].shape
+
+
+def test_broadcast_in_dim_rejects_non_increasing_dims():
+    with pytest.raises(ValueError, match="broadcast_in_dim: .*strictly increasing"):
+        mx.lax.broadcast_in_dim(mnp.ones((2, 3)), (3, 2), (1, 0))
+    with pytest.raises(ValueError, match="broadcast_in_dim"):
+        mx.lax.broadcast_in_dim(mnp.ones((2,)), (2, 2), (0, 0))
+
+
+def test_grad_repeated_argnums_raises():
+    for nums in ((0, 0), (0, -1)):
+        with pytest.raises(ValueError, match="grad: argnums"):
+            mx.grad(lambda a: a * a, argnums=nums)(2.)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: mnp.zeros((2.5, 3)), lambda: mnp.ones(2.5), lambda: mnp.eye(2.5),
+    lambda: mnp.identity(1.5), lambda: mnp.linspace(0., 1., num=2.5),
+    lambda: mx.nn.one_hot(mnp.array([0, 1]), 2.5),
+    lambda: mnp.linalg.matrix_power(mnp.eye(2), 1.5),
+    lambda: mx.lax.integer_pow(mnp.arange(3.), 1.5), lambda: mnp.tri(2.5),
+    lambda: mx.random.split(mx.random.key(0), 2.5),
+    lambda: mx.random.normal(mx.random.key(0), (2.5,)),
+    lambda: mnp.diff(mnp.arange(4.), n=1.5),
+], ids=["zeros", "ones", "eye", "identity", "linspace", "one_hot", "matrix_power",
+        "integer_pow", "tri", "split", "normal", "diff"])
+def test_non_integral_sizes_raise(call):
+    with pytest.raises(TypeError, match="must be an integer"):
+        call()
+
+
+def test_integral_floats_still_accepted():
+    assert mnp.zeros((2.0, 3)).shape == (2, 3)
+    assert mnp.eye(np.int64(2)).shape == (2, 2)
+
+
+def test_arguments_no_longer_ignored():
+    x = mnp.ones((2, 3))
+    with pytest.raises(ValueError, match="vmap: out_axes 3"):
+        mx.vmap(lambda a: a, out_axes=3)(x)
+    with pytest.raises(ValueError, match="vmap: axis_size=5"):
+        mx.vmap(lambda a: a, axis_size=5)(mnp.ones(3))
+    with pytest.raises(ValueError, match="vmap: chunk_size"):
+        mx.vmap(lambda a: a, chunk_size=0)
+    q = mnp.ones((1, 4, 2, 8))
+    with pytest.raises(ValueError, match="dot_product_attention: sliding_window"):
+        mx.nn.dot_product_attention(q, q, q, sliding_window=-1)
+    with pytest.raises(ValueError, match="permutation: axis 3"):
+        mx.random.permutation(mx.random.key(0), x, axis=3)
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): static_argnums 3"):
+        mx.jit(lambda a: a, static_argnums=3)
+    with pytest.raises(ValueError, match=r"jit\(<lambda>\): static_argnames 'b'"):
+        mx.jit(lambda a: a, static_argnames="b")
+    with pytest.raises(ValueError, match=r"at\[...\].set: mode"):
+        x.at[0].set(1., mode="bogus")
+    with pytest.raises(ValueError, match="random.key: seed"):
+        mx.random.key(2 ** 70)
+    np.testing.assert_array_equal(np.asarray(mx.random.key(2 ** 64 - 1)), [2**32 - 1] * 2)
+
+
+def test_custom_jvp_tangent_shape_checked():
+    @mx.custom_jvp
+    def g(a):
+        return a * 2
+
+    @g.defjvp
+    def g_jvp(p, t):
+        return g(p[0]), mnp.ones(5)
+
+    x = mnp.arange(3.)
+    with pytest.raises(ValueError, match=r"custom_jvp\(g\): the jvp rule returned a tangent "
+                                         r"f32\[5\] for a primal output f32\[3\]"):
+        mx.jvp(g, (x,), (x,))
+
+
+def test_cross_entropy_bad_label_is_nan_like_jax(jax_cpu):
+    jnp = jax_cpu.numpy
+    logits = np.array([[1., 2., 3.], [0., -1., 2.]], np.float32)
+    labels = np.array([0, 5], np.int32)
+    got = mx.nn.softmax_cross_entropy(logits, labels)
+
+    def ref(lg):  # optax's softmax_cross_entropy_with_integer_labels
+        picked = jnp.take_along_axis(lg, labels[:, None], axis=-1)[:, 0]
+        return jax_cpu.nn.logsumexp(lg, axis=-1) - picked
+
+    want = ref(jnp.asarray(logits))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    assert np.isnan(np.asarray(got)[1])
+    for f in (lambda lg: mx.nn.softmax_cross_entropy(lg, labels)[0],
+              mx.jit(lambda lg: mx.nn.softmax_cross_entropy(lg, labels)[0])):
+        g = mx.grad(f)(mx.asarray(logits))
+        gj = jax_cpu.grad(lambda lg: ref(lg)[0])(jnp.asarray(logits))
+        np.testing.assert_allclose(np.asarray(g), np.asarray(gj), rtol=1e-6, atol=1e-7)
+    # the decomposed body agrees with the fused kernel
+    body = mx.ir.decompose(mx.make_graph(lambda lg: mx.nn.softmax_cross_entropy(lg, labels))(
+        mx.asarray(logits)))
+    np.testing.assert_allclose(np.asarray(mx.ir.compile(body)(mx.asarray(logits))),
+                               np.asarray(want), rtol=1e-6)
+
+
+def test_relu_keeps_nan(jax_cpu):
+    x = np.array([np.nan, -1., 0., 3., 7.], np.float32)
+    for name in ("relu", "relu6", "hard_tanh", "leaky_relu", "elu"):
+        got = getattr(mx.nn, name)(x)
+        want = getattr(jax_cpu.nn, name)(x)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    g = mx.grad(lambda a: mx.nn.relu6(a).sum())(mnp.array([0., 6., 3.]))
+    np.testing.assert_array_equal(np.asarray(g), [0., 0., 1.])  # kinks have derivative 0
+
+
+def test_arctan2_of_ints_is_float32(jax_cpu):
+    a = mnp.array([1, -2], dtype=mnp.int32)
+    got = mnp.arctan2(a, a[::-1])
+    want = jax_cpu.numpy.arctan2(np.array([1, -2], np.int32), np.array([-2, 1], np.int32))
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    with pytest.raises(TypeError, match="atan2: requires floating-point"):
+        mx.lax.atan2(a, a)
+
+
+@pytest.mark.parametrize("scale", [1e4, 1e6])
+def test_logsumexp_grad_precise_for_large_inputs(scale):
+    rng = np.random.default_rng(0)
+    x = (scale + rng.normal(size=(4, 7))).astype(np.float32)
+    # reference: softmax of the float32 inputs, in float64
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    for f in (mx.grad(lambda a: mx.nn.logsumexp(a, axis=1).sum()),
+              mx.jit(mx.grad(lambda a: mx.nn.logsumexp(a, axis=1).sum()))):
+        got = np.asarray(f(x))
+        # softmax is well conditioned in x - max (entries O(1)): float32 rounding only
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_eager_cond_switch_check_branches():
+    with pytest.raises(TypeError, match="cond: .*f32\\[2\\].*f32\\[3\\]"):
+        mx.lax.cond(True, lambda: mnp.ones(2), lambda: mnp.ones(3))
+    with pytest.raises(TypeError, match="switch: branch 1 returns i32\\[2\\]"):
+        mx.lax.switch(0, [lambda: mnp.ones(2), lambda: mnp.ones(2, dtype=mnp.int32)])
+    with pytest.raises(TypeError, match="cond: .*structure"):
+        mx.lax.cond(False, lambda: (mnp.ones(2),), lambda: mnp.ones(2))
+    # branches that need concrete values still run eagerly (only the taken one)
+    out = mx.lax.cond(True, lambda v: v * 2 if float(v) > 0 else v, lambda v: v, 3.)
+    assert float(out) == 6.
