@@ -154,7 +154,10 @@ class Array(ArrayOps):
         return (Array, (np.asarray(self), self._weak))
 
     def __dlpack__(self, *args, **kwargs):
-        return self._buf.__dlpack__(*args, **kwargs)
+        b = self._buf
+        if isinstance(b, np.ndarray) and not b.flags.writeable:
+            b = np.array(b)  # NumPy's DLPack cannot export a read-only view (mnp.ones' is)
+        return b.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
         return self._buf.__dlpack_device__()

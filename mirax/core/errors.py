@@ -1,4 +1,8 @@
 """Errors users see. Messages name the operation, what was expected and what came."""
+import functools
+import os
+import re
+import types
 
 
 class MiraxError(Exception):
@@ -28,3 +32,46 @@ class DTypeError(MiraxError, TypeError, ValueError):
 class DeletedArrayError(MiraxError, RuntimeError):
     """An Array whose buffer was given away (donated to a jitted call, or `.delete()`d) was
     used afterwards (JAX raises RuntimeError here too)."""
+
+
+# --- the user's op in every message -------------------------------------------------------
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _names(msg: str, name: str) -> bool:
+    return re.search(rf"(?<![\w]){re.escape(name)}(?!\w)", msg) is not None
+
+
+def _raised_by_mirax(e: BaseException) -> bool:
+    """Whether the innermost frame of e's traceback is mirax code (not the user's function
+    called back by a transform, nor NumPy)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE)
+
+
+def naming_errors(fn, name: str):
+    """`fn` as a public function `name`: a TypeError / ValueError raised inside mirax whose
+    message does not name `name` (it names a primitive the function is built of: `add:` in
+    hypot) gets the prefix `name: `, the same exception object and class, so that every
+    message names the user's op. One frame per call; nothing on the way when no error."""
+    @functools.wraps(fn)
+    def public(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            if e.args and isinstance(e.args[0], str) and not _names(e.args[0], name) and \
+                    _raised_by_mirax(e):
+                e.args = (f"{name}: {e.args[0]}",) + e.args[1:]
+            raise
+    return public
+
+
+def name_public_functions(namespace: dict, names, prefix: str = "") -> None:
+    """Rebind each plain function `namespace[n]` (n in names) to naming_errors(f, prefix+n)
+    (a public module calls this once, on its own globals, at its end)."""
+    for n in names:
+        f = namespace.get(n)
+        if isinstance(f, types.FunctionType) and not n.startswith("_"):
+            namespace[n] = naming_errors(f, prefix + n)

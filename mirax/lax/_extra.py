@@ -237,7 +237,7 @@ def collapse(operand, start_dimension, stop_dimension=None):
 
 def index_in_dim(operand, index, axis=0, keepdims=True):
     x = _arr(operand, "index_in_dim")
-    axis = normalize_axis(axis, x.ndim, "index_in_dim", x)
+    axis = normalize_axis(axis, x.ndim, "index_in_dim", x, strict=True)
     n = x.shape[axis]
     i = int(index) + (n if int(index) < 0 else 0)
     if not 0 <= i < n:
@@ -485,8 +485,8 @@ def reduce_xor(operand, axes):
 def split(operand, sizes, axis=0):
     """Consecutive pieces of the given sizes along axis (they must add up to its length)."""
     x = _arr(operand, "split")
-    axis = normalize_axis(axis, x.ndim, "split", x)
-    sizes = [int(s) for s in sizes]
+    axis = normalize_axis(axis, x.ndim, "split", x, strict=True)
+    sizes = [static_int(s, "split", "sizes") for s in sizes]
     if sum(sizes) != x.shape[axis] or builtins.min(sizes, default=0) < 0:
         raise ValueError(f"split: sizes {sizes} do not add up to axis {axis} of {short(x)}")
     starts = np.cumsum([0] + sizes)

@@ -20,3 +20,7 @@ from mirax.numpy._sets import *  # noqa: F401,F403
 from mirax.numpy._stats import *  # noqa: F401,F403
 from mirax.numpy._select import *  # noqa: F401,F403
 from mirax.numpy._poly import *  # noqa: F401,F403
+
+from mirax.core.errors import name_public_functions as _name_public  # noqa: E402
+
+_name_public(globals(), [_n for _n in dir() if not _n.startswith("_")])  # errors name the op

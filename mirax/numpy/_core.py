@@ -11,6 +11,7 @@ from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops.common import (normalize_axes, normalize_axis, operand, short, static_int,
                               static_shape)
+from mirax.ops.common import check_size as _check_size
 from mirax.ops.creation import asarray as _asarray
 from mirax.ops.dot import dot_general
 
@@ -29,16 +30,25 @@ def _dtype_or(dtype, default):
     return dtypes.canonicalize(dtype) if dtype is not None else default
 
 
+def _creation(shape, dtype, op):
+    shape, dtype = static_shape(shape, op), _dtype_or(dtype, dtypes.float32)
+    _check_size(shape, dtype, op)
+    return shape, dtype
+
+
 def zeros(shape, dtype=None, device=None):
-    return sh.full(static_shape(shape, "zeros"), 0, _dtype_or(dtype, dtypes.float32))
+    shape, dtype = _creation(shape, dtype, "zeros")
+    return sh.full(shape, 0, dtype)
 
 
 def ones(shape, dtype=None, device=None):
-    return sh.full(static_shape(shape, "ones"), 1, _dtype_or(dtype, dtypes.float32))
+    shape, dtype = _creation(shape, dtype, "ones")
+    return sh.full(shape, 1, dtype)
 
 
 def full(shape, fill_value, dtype=None, device=None):
     shape = static_shape(shape, "full")
+    _check_size(shape, dtypes.float32 if dtype is None else dtypes.canonicalize(dtype), "full")
     if dtype is None and isinstance(fill_value, (bool, int, float)):
         return sh.full(shape, fill_value, dtypes.python_scalar_dtype(fill_value))
     return sh.full(shape, fill_value, None if dtype is None else dtypes.canonicalize(dtype))

@@ -24,9 +24,11 @@ from mirax.numpy._indexing import _concrete, diag, nonzero
 from mirax.numpy._sorting import cumsum
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
-from mirax.ops.common import float_operand, normalize_axis, operand, promote, short, static_int
+from mirax.ops.common import (float_operand, normalize_axis, operand, promote, short, static_int,
+                              static_shape)
 
 __all__ = [
+    "broadcast_shapes",
     # Array API aliases and dtype helpers
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "concat",
     "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "matrix_transpose",
@@ -187,8 +189,20 @@ def iscomplexobj(x):
         return False
     d = getattr(x, "dtype", None)
     if d is None:
-        return isinstance(x, complex) or np.iscomplexobj(x)
+        if isinstance(x, (list, tuple)):
+            return builtins.any(iscomplexobj(e) for e in x)  # ragged lists too
+        return isinstance(x, complex)
     return np.dtype(d).kind == "c"
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    """The shape that arrays of the given shapes broadcast to (np.broadcast_shapes)."""
+    shapes = [static_shape(s, "broadcast_shapes") for s in shapes]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"broadcast_shapes: shapes {', '.join(map(str, shapes))} do not "
+                         "broadcast together") from None
 
 
 def isrealobj(x):

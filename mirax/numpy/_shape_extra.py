@@ -99,7 +99,7 @@ def _split_bounds(n, indices_or_sections, op, x, even):
 
 def _split(ary, indices_or_sections, axis, op, even):
     x = operand(ary, op)
-    ax = normalize_axis(axis, x.ndim, op, x)
+    ax = normalize_axis(axis, x.ndim, op, x, strict=True)
     b = _split_bounds(x.shape[ax], indices_or_sections, op, x, even)
     return [sh.slice_in_dim(x, int(s), int(builtins.max(s, e)), axis=ax)
             for s, e in zip(b[:-1], b[1:])]
@@ -174,10 +174,16 @@ def flip(m, axis=None):
 
 
 def fliplr(m):
+    m = operand(m, "fliplr")
+    if m.ndim < 2:
+        raise ValueError(f"fliplr: the input must be at least 2-D, got {short(m)}")
     return flip(m, 1)
 
 
 def flipud(m):
+    m = operand(m, "flipud")
+    if m.ndim < 1:
+        raise ValueError(f"flipud: the input must be at least 1-D, got {short(m)}")
     return flip(m, 0)
 
 

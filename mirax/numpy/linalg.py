@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mirax.core.errors import name_public_functions
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.ops import elementwise as ew
@@ -17,7 +18,8 @@ from mirax.ops import linalg as la
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops.common import (
-    float_operand, normalize_axes, operand, power_by_squaring, promote, short, static_int)
+    float_operand, normalize_axes, normalize_axis, operand, power_by_squaring, promote, short,
+    static_int)
 
 __all__ = ["norm", "inv", "solve", "det", "slogdet", "cholesky", "qr", "svd", "eigh",
            "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul",
@@ -69,6 +71,8 @@ def solve(a, b):
     a, b = promote("solve", float_operand(a, "solve"), float_operand(b, "solve"))
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"solve: a must be square matrices (..., m, m), got {short(a)}")
+    if b.ndim == 0:
+        raise ValueError(f"solve: b must be a vector or a matrix, got {short(b)}")
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     if vector:
         b = sh.expand_dims(b, b.ndim)
@@ -296,6 +300,8 @@ def outer(x1, x2):
 def cross(x1, x2, axis=-1):
     from mirax.numpy import cross as cr
     x1, x2 = float_operand(x1, "cross"), float_operand(x2, "cross")
+    for x in (x1, x2):
+        normalize_axis(axis, x.ndim, "cross", x, strict=True)
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError(f"cross: vectors of 3 along axis {axis}, got {short(x1)} and "
                          f"{short(x2)}")
@@ -426,3 +432,6 @@ def tensorsolve(a, b, axes=None):
         raise ValueError(f"tensorsolve: {short(a)} and {short(b)} do not make a square system")
     x = la.solve(sh.reshape(a, (rows, cols)), sh.reshape(b, (rows, 1)))
     return sh.reshape(x, xshape)
+
+
+name_public_functions(globals(), __all__)  # every message names the op

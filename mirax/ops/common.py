@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 
 import numpy as np
 
@@ -14,6 +15,7 @@ from mirax.core.avals import ShapedArray
 from mirax.core.trace import Tracer, aval_of
 
 Operand = (Array, Tracer)
+_DIRECT = (Array, Tracer, np.ndarray, np.generic)  # what dtype_weak reads without converting
 
 
 def short(x) -> str:
@@ -67,6 +69,8 @@ def promote(op: str, *xs):
     if len(xs) == 2 and isinstance(xs[0], Array) and isinstance(xs[1], Array) and \
             xs[0]._buf.dtype == xs[1]._buf.dtype and xs[0]._weak == xs[1]._weak:
         return xs  # the eager fast path: nothing to do
+    xs = tuple(x if isinstance(x, _DIRECT) or dtypes.is_python_scalar(x) else operand(x, op)
+               for x in xs)  # lists, DLPack objects; None or a string raises naming op
     dtype, weak = result_dtype(*xs)
     return tuple(cast(x, dtype, weak, op) for x in xs)
 
@@ -97,10 +101,12 @@ def same_shapes(op: str, xs, what: str = "operands") -> None:
                          f"{', '.join(short(x) for x in xs)}")
 
 
-def normalize_axis(axis: int, ndim: int, op: str, x=None) -> int:
+def normalize_axis(axis: int, ndim: int, op: str, x=None, strict: bool = False) -> int:
+    """axis in [0, ndim); axis 0 (or -1) of a 0-d array passes unless `strict` (an op that
+    indexes along the axis: a reduction over all of a scalar's no axes is fine)."""
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and (strict or axis not in (0, -1))):
         what = f" for {short(x)}" if x is not None else f" for an array of rank {ndim}"
         raise ValueError(f"{op}: axis {axis} is out of range{what}")
     return int(axis) % ndim if ndim else 0
@@ -177,6 +183,26 @@ def static_shape(shape, op: str) -> tuple[int, ...]:
     if any(d < 0 for d in out):
         raise ValueError(f"{op}: negative dimension in shape {out}")
     return out
+
+
+def _host_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+HOST_BYTES = _host_bytes()
+
+
+def check_size(shape, dtype, op: str) -> None:
+    """Raise, naming op and the size, for an array larger than this machine's memory (NumPy
+    would fail later, in whatever op first writes it, with its own allocation error)."""
+    n = math.prod(shape) * np.dtype(dtype).itemsize
+    if HOST_BYTES is not None and n > HOST_BYTES:
+        raise ValueError(f"{op}: {dtypes.short_name(dtype)}[{','.join(map(str, shape))}] "
+                         f"needs {n / 2**30:.4g} GiB, more than this machine's memory "
+                         f"({HOST_BYTES / 2**30:.4g} GiB)")
 
 
 def batch_size(args, dims) -> int:

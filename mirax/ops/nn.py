@@ -28,10 +28,10 @@ from mirax.ops.elementwise import (
     le, logistic, lt, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import broadcast_in_dim, iota, reshape
-# Re-exports (the names lived here before the split). _index_add_impl and _np_check are
+# Re-exports (the names lived here before the split). _index_add_impl and _np_valid_rows are
 # imported by the CPU backend's kernels.
 from mirax.ops.graph_ops import (  # noqa: F401
-    _index_add_impl, _np_check, embedding, index_add, index_add_p, index_select,
+    _index_add_impl, _np_valid_rows, embedding, index_add, index_add_p, index_select,
     index_select_p, segment_max, segment_max_p, segment_mean, segment_softmax,
     segment_softmax_p, segment_sum)
 from mirax.ops.quant import (  # noqa: F401
@@ -58,6 +58,9 @@ def _safe_max(x, axes):
 
 
 def _np_safe_max(x, axes):
+    if x.size == 0:  # no entries: nothing to shift (np.max would raise)
+        return np.zeros([1 if i in axes or i - x.ndim in axes else d
+                         for i, d in enumerate(x.shape)], x.dtype)
     m = np.max(x, axis=axes, keepdims=True)
     return np.where(np.isfinite(m), m, 0).astype(x.dtype)
 
@@ -196,6 +199,8 @@ def one_hot(labels, num_classes, dtype=dtypes.float32, *, axis=-1):
     axis = normalize_axis(axis, labels.ndim + 1, "one_hot")
     shape = list(labels.shape)
     shape.insert(axis, static_int(num_classes, "one_hot", "num_classes"))
+    if shape[axis] < 0:
+        raise ValueError(f"one_hot: num_classes must be non-negative, got {num_classes}")
     hit = eq(broadcast_in_dim(labels, tuple(shape),
                               tuple(d for d in range(len(shape)) if d != axis)),
              iota(labels.dtype, tuple(shape), axis))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 import mirax.numpy as mnp
+from mirax.core.errors import name_public_functions
 from mirax.core import tree
 from mirax.optim.schedules import (  # noqa: F401
     constant_schedule, cosine_decay_schedule, exponential_decay, linear_schedule,
@@ -260,3 +261,6 @@ def lion(learning_rate, b1=0.9, b2=0.99, weight_decay=1e-3, mask=None) -> Gradie
     """Lion (Chen et al., 2023): p <- p - lr * (sign(interpolated momentum) + wd * p)."""
     return chain(scale_by_lion(b1, b2), add_decayed_weights(weight_decay, mask),
                  scale_by_learning_rate(learning_rate))
+
+
+name_public_functions(globals(), __all__)  # every message names the op

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from mirax.core.errors import name_public_functions
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction, shape as sh
@@ -409,3 +410,6 @@ from mirax.random._distributions import (  # noqa: E402 (built on the samplers a
     generalized_normal, geometric, loggamma, logistic, lognormal, maxwell, multinomial,
     multivariate_normal, orthogonal, pareto, poisson, rademacher, rayleigh, t, triangular,
     wald, weibull_min)
+
+
+name_public_functions(globals(), __all__, "random.")  # every message names the op

@@ -118,10 +118,10 @@ def specialize(node) -> Callable | None:
 # --- index_add: blocked flat scatter -------------------------------------------------------
 @_native("index_add")
 def _index_add(x, idx, *, num_rows):
-    from mirax.ops.nn import _index_add_impl, _np_check
+    from mirax.ops.nn import _index_add_impl, _np_valid_rows
     if x.ndim < 2 or x.dtype not in _FAST or x.size == 0:
         return _index_add_impl(x, idx, num_rows=num_rows)
-    _np_check(idx, num_rows, "index_add")
+    x, idx = _np_valid_rows(x, idx, num_rows)  # out-of-range rows are dropped
     row = math.prod(x.shape[1:])
     from mirax.backends.cpu import loops
     if loops.available():
