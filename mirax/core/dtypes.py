@@ -171,7 +171,7 @@ def _info_dtype(dtype, op, kinds):
         d = np.dtype(getattr(dtype, "dtype", dtype))
     except TypeError:
         d = None
-    if d is None or d.kind not in kinds:
+    if d is None or d.kind not in kinds and not (d == bfloat16 and "f" in kinds):
         what = "floating-point" if "f" in kinds else "integer"
         raise TypeError(f"{op}: expected a {what} dtype (or an array of one), got {dtype!r}")
     return d

@@ -29,6 +29,11 @@ class DTypeError(MiraxError, TypeError, ValueError):
     ShapeError)."""
 
 
+class IntegerOverflowError(MiraxError, OverflowError, ValueError):
+    """A Python int that does not fit the integer dtype it meets (JAX raises OverflowError;
+    it is a ValueError too, the class the API promises for a bad value)."""
+
+
 class DeletedArrayError(MiraxError, RuntimeError):
     """An Array whose buffer was given away (donated to a jitted call, or `.delete()`d) was
     used afterwards (JAX raises RuntimeError here too)."""
@@ -70,8 +75,23 @@ def naming_errors(fn, name: str):
 
 def name_public_functions(namespace: dict, names, prefix: str = "") -> None:
     """Rebind each plain function `namespace[n]` (n in names) to naming_errors(f, prefix+n)
-    (a public module calls this once, on its own globals, at its end)."""
+    (a public module calls this once, on its own globals, at its end). Aliases (one function
+    under several names: remat / checkpoint) share one wrapper, so `is` still holds; it is
+    named after the function's own name when that is one of them."""
+    aliases: dict = {}
     for n in names:
         f = namespace.get(n)
         if isinstance(f, types.FunctionType) and not n.startswith("_"):
-            namespace[n] = naming_errors(f, prefix + n)
+            aliases.setdefault(id(f), (f, []))[1].append(n)
+    for f, ns in aliases.values():
+        name = f.__name__ if f.__name__ in ns else ns[0]
+        wrapped = naming_errors(f, prefix + name)
+        for n in ns:
+            namespace[n] = wrapped
+
+
+def check_callable(f, op: str, what: str = "a function"):
+    """f, if it is callable; else the TypeError JAX raises (at transform time, not later)."""
+    if not callable(f):
+        raise TypeError(f"{op}: expected {what}, got {type(f).__name__} {f!r:.60}")
+    return f

@@ -298,6 +298,8 @@ def select_n(which, *cases):
 
 def optimization_barrier(operand):
     """Identity on values (a pytree); mirax's passes do not move ops across it anyway."""
+    for v in tree.leaves(operand):  # each leaf must be an array (returned as is)
+        _arr(v, "optimization_barrier")
     return operand
 
 
@@ -555,6 +557,8 @@ def mulhi(x, y):
 
 def with_sharding_constraint(x, shardings):
     """x itself: mirax arrays live whole on one device."""
+    for v in tree.leaves(x):
+        _arr(v, "with_sharding_constraint")
     return x
 
 

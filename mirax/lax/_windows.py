@@ -137,7 +137,7 @@ def associative_scan(fn, elems, reverse=False, axis=0):
     leaves = [_arr(v, "associative_scan") for v in leaves]
     if not leaves:
         return elems
-    axis = normalize_axis(axis, leaves[0].ndim, "associative_scan", leaves[0])
+    axis = normalize_axis(axis, leaves[0].ndim, "associative_scan", leaves[0], strict=True)
     n = leaves[0].shape[axis]
     if any(v.ndim <= axis or v.shape[axis] != n for v in leaves):
         raise ValueError("associative_scan: leaves disagree on the scanned axis: "

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops.common import float_operand, operand, promote, short
@@ -210,6 +212,9 @@ def bitwise_xor(x, y):
 
 
 def invert(x):
+    x = operand(x, "invert")
+    if not (dtypes.is_int(x.dtype) or x.dtype == np.bool_):
+        raise TypeError(f"invert: requires integer or boolean operands, got {short(x)}")
     return ew.logical_not(x)
 
 

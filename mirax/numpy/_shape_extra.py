@@ -665,6 +665,9 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
 def ptp(a, axis=None, keepdims=False):
     from mirax.numpy._core import max as _max
     from mirax.numpy._core import min as _min
+    a = operand(a, "ptp")
+    if a.dtype == np.bool_:  # max - min of booleans: JAX raises too
+        raise TypeError(f"ptp: boolean input {short(a)} has no difference; convert it first")
     return ew.sub(_max(a, axis=axis, keepdims=keepdims), _min(a, axis=axis, keepdims=keepdims))
 
 

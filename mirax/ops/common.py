@@ -12,6 +12,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
+from mirax.core.errors import IntegerOverflowError
 from mirax.core.trace import Tracer, aval_of
 
 Operand = (Array, Tracer)
@@ -43,7 +44,7 @@ def _scalar_buf(x, dtype):
     try:
         return np.asarray(x, dtype)
     except OverflowError:
-        raise OverflowError(f"Python int {x} does not fit in {dtype}") from None
+        raise IntegerOverflowError(f"Python int {x} does not fit in {dtype}") from None
 
 
 def dtype_weak(x) -> tuple[np.dtype, bool]:

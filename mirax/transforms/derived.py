@@ -2,6 +2,7 @@
 (jacfwd of jacrev) and hvp (forward over reverse)."""
 from __future__ import annotations
 
+from mirax.core.errors import check_callable
 from mirax.core import tree
 from mirax.core.trace import aval_of
 from mirax.ops.common import operand
@@ -37,6 +38,7 @@ def _total(leaves):
 def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
     """The Jacobian by forward mode; with has_aux, f returns (out, aux) and the result is
     (jacobian, aux)."""
+    check_callable(f, "jacfwd")
     def jac(*args):
         nums = check_argnums("jacfwd", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
@@ -78,6 +80,7 @@ def _assemble_fwd(cols, leaves, treedef, argnums):
 def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
     """The Jacobian by reverse mode; with has_aux, f returns (out, aux) and the result is
     (jacobian, aux)."""
+    check_callable(f, "jacrev")
     def jac(*args):
         nums = check_argnums("jacrev", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
@@ -107,6 +110,7 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
 def hessian(f, argnums=0, has_aux=False, chunk_size=None):
     """jacfwd of jacrev; with has_aux, f returns (out, aux) and the result is
     (hessian, aux)."""
+    check_callable(f, "hessian")
     return jacfwd(jacrev(f, argnums, has_aux=has_aux, chunk_size=chunk_size), argnums,
                   has_aux=has_aux, chunk_size=chunk_size)
 
@@ -114,6 +118,7 @@ def hessian(f, argnums=0, has_aux=False, chunk_size=None):
 def hvp(f, primals, tangents):
     """Forward-over-reverse Hessian-vector product of a scalar f; returns a tuple shaped
     like primals."""
+    check_callable(f, "hvp")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("hvp: primals and tangents must be tuples (one entry per argument)")
     g = grad(f, argnums=tuple(range(len(primals))))

@@ -4,6 +4,7 @@ A primitive whose inputs all have zero tangents is simply evaluated one level do
 its result is not a tracer of this interpreter at all (nothing to carry)."""
 from __future__ import annotations
 
+from mirax.core.errors import check_callable
 from mirax.core import dtypes
 from mirax.core.trace import (PrimalTracer, Trace, aval_of, new_trace, owned,
                                zeros_like_aval)
@@ -68,6 +69,7 @@ def instantiate(t, like):
 # --- public API ---------------------------------------------------------------------------
 def jvp(f, primals, tangents, has_aux=False):
     """(f(*primals), directional derivative along tangents); both are tuples as in JAX."""
+    check_callable(f, "jvp")
     from mirax.core import tree
     from mirax.ops.common import operand, short
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
@@ -113,6 +115,7 @@ def linearize(f, *primals, has_aux=False):
 
     NOTE: f_jvp re-runs the forward pass with tangents (JAX instead stages a linear
     graph once); the values are identical."""
+    check_callable(f, "linearize")
     res = jvp(f, primals, tuple(_zeros_like_tree(p) for p in primals), has_aux=has_aux)
 
     def f_jvp(*tangents):

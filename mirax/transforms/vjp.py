@@ -9,6 +9,7 @@ Fan-out cotangents are summed; None is a symbolic zero cotangent.
 """
 from __future__ import annotations
 
+from mirax.core.errors import check_callable
 from mirax.core import dtypes
 from mirax.core.trace import (PrimalTracer, Trace, aval_of, new_trace, owned,
                                zeros_like_aval)
@@ -120,6 +121,7 @@ def _scalar_check(name, out):
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
+    check_callable(f, "value_and_grad")
     from mirax.core import tree
     from mirax.ops.common import operand
     from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
@@ -157,6 +159,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
 
 
 def grad(f, argnums=0, has_aux=False):
+    check_callable(f, "grad")
     vg = value_and_grad(f, argnums, has_aux)
 
     def grad_f(*args, **kwargs):
@@ -178,6 +181,7 @@ def _ones_like(x):
 
 def vjp(f, *primals, has_aux=False):
     """(out, vjp_fn) or (out, vjp_fn, aux); vjp_fn(ct) returns a tuple, one per primal."""
+    check_callable(f, "vjp")
     from mirax.core import tree
     from mirax.ops.common import operand, short
     leaves, in_tree = tree.flatten(list(primals))

@@ -14,7 +14,9 @@ What is asserted is the way it fails:
 - "names another op": a TypeError / ValueError that does not name the function;
 - "internal": any other exception (AttributeError from inside mirax, NumPy's LinAlgError,
   ZeroDivisionError, ...): the call ended in NumPy or Python internals;
-- "accepted": no error (not a failure: the value may be valid there).
+- "accepted": no error (not a failure: the value may be valid there);
+- "unsupported": NotImplementedError naming the function (a valid request mirax lacks).
+IndexError naming the function counts as "ok" (NumPy's and JAX's class for bad indices).
 """
 from __future__ import annotations
 
@@ -42,12 +44,16 @@ EXCLUDED = {
     "": {"Array", "ShapeDtypeStruct", "custom_jvp", "custom_vjp",  # classes
          "devices", "default_device",  # no arguments
          "ensure_compile_time_eval"},  # a context manager taking no arguments
-    "numpy": {"printoptions", "set_printoptions", "get_printoptions"},
+    # helpers of mirax.ops.common that `from ... import *` leaks into mirax.numpy
+    "numpy": {"operand", "float_operand", "normalize_axes", "normalize_axis", "promote",
+              "short", "static_int", "static_shape"},
 }
 
 
 def public_functions():
-    """[(qualified name, public name, function)] over MODULES and the top-level mirax."""
+    """[(qualified name, public name, function)] over MODULES and the top-level mirax.
+    Aliases (one function under several names, as mnp.abs / mnp.absolute) each appear; an
+    error naming any of a function's public names names it (ALIASES)."""
     out = []
     for mname in MODULES + ("",):
         m = importlib.import_module("mirax" + ("." + mname if mname else ""))
@@ -61,7 +67,11 @@ def public_functions():
             if not mod.startswith("mirax"):  # re-exported NumPy / math objects (dtypes ...)
                 continue
             out.append((f"{mname}.{n}" if mname else n, n, f))
+            ALIASES.setdefault(id(f), set()).add(n)
     return out
+
+
+ALIASES: dict = {}  # id(function) -> its public names
 
 
 class Opaque:
@@ -155,9 +165,9 @@ def slots(f) -> tuple[list[str], list]:
     names = [p.name for p in sig.parameters.values()
              if p.default is inspect.Parameter.empty
              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if not names:  # only optional parameters: fuzz the first one
+    if not names:  # only optional parameters (or *args): fuzz the first one
         names = [p.name for p in sig.parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)][:1]
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)][:1]
     return names, [filler(n) for n in names]
 
 
@@ -167,7 +177,7 @@ class Outcome:
     slot: str
     bad: str
     mode: str
-    kind: str           # ok | accepted | other-op | internal
+    kind: str           # ok | accepted | unsupported | other-op | internal
     detail: str = ""
 
 
@@ -188,16 +198,19 @@ class Tally:
         funcs = len({o.qual for o in self.outcomes})
         return (f"bad-input sweep: {len(self.outcomes)} cases over {funcs} functions: "
                 f"{self.count('ok')} clear errors naming the function, "
-                f"{self.count('accepted')} accepted, {self.count('other-op')} naming another "
+                f"{self.count('accepted')} accepted, {self.count('unsupported')} unsupported, "
+                f"{self.count('other-op')} naming another "
                 f"op, {self.count('internal')} ending in NumPy/Python internals")
 
 
-def names(msg: str, name: str) -> bool:
-    """Whether msg names the function (as a word: `ne` must not match inside `none`)."""
-    return re.search(rf"(?<![\w]){re.escape(name)}(?!\w)", msg) is not None
+def names(msg: str, name: str, f=None) -> bool:
+    """Whether msg names the function (as a word: `ne` must not match inside `none`), by
+    this public name or another of the same function's (an alias)."""
+    return any(re.search(rf"(?<![\w]){re.escape(n)}(?!\w)", msg) is not None
+               for n in {name} | ALIASES.get(id(f), set()))
 
 
-def classify(name: str, fn) -> tuple[str, str]:
+def classify(name: str, fn, f=None) -> tuple[str, str]:
     try:
         out = fn()
         if hasattr(out, "block_until_ready"):
@@ -206,33 +219,51 @@ def classify(name: str, fn) -> tuple[str, str]:
         msg = str(e)
         if type(e).__module__.startswith("numpy"):  # LinAlgError, UFuncTypeError, ...
             return "internal", f"{type(e).__name__}: {msg[:200]}"
-        if names(msg, name):
+        if names(msg, name, f):
             return "ok", ""
         return "other-op", f"{type(e).__name__}: {msg[:200]}"
+    except IndexError as e:  # NumPy's and JAX's class for an index out of bounds
+        if names(str(e), name, f) and not type(e).__module__.startswith("numpy"):
+            return "ok", ""
+        return "internal", f"{type(e).__name__}: {str(e)[:200]}"
+    except NotImplementedError as e:  # a valid request mirax does not support, said so
+        if names(str(e), name, f):
+            return "unsupported", ""
+        return "internal", f"{type(e).__name__}: {str(e)[:200]}"
     except Exception as e:  # noqa: BLE001 - the point is to see every other kind
         return "internal", f"{type(e).__name__}: {str(e)[:200]}"
     return "accepted", ""
 
 
-def sweep(functions, bad=None, jit=True, only_first_slot=False) -> Tally:
+def sweep(functions, bad=None, jit=True, only_first_slot=False, eager=True) -> Tally:
     """Run the sweep over `functions` ([(qual, name, f)]) and return the tally."""
     import warnings
     tally = Tally()
     bad = bad if bad is not None else bad_values()
+    cwd = os.getcwd()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for qual, name, f in functions:
-            names, fill = slots(f)
-            for i, slot in enumerate(names[:1] if only_first_slot else names):
-                for label, value, is_arr in bad:
-                    args = list(fill)
-                    args[i] = value
-                    kind, detail = classify(name, lambda: f(*args))
-                    tally.add(Outcome(qual, slot, label, "eager", kind, detail))
-                    if jit and is_arr:
-                        kind, detail = classify(name, lambda: _jitted(f, args))
-                        tally.add(Outcome(qual, slot, label, "jit", kind, detail))
+        os.chdir(_TMP)  # a bad path ("a") must not land in the checkout
+        try:
+            _sweep(functions, bad, jit, only_first_slot, eager, tally)
+        finally:
+            os.chdir(cwd)
     return tally
+
+
+def _sweep(functions, bad, jit, only_first_slot, eager, tally):
+    for qual, name, f in functions:
+        params, fill = slots(f)
+        for i, slot in enumerate(params[:1] if only_first_slot else params):
+            for label, value, is_arr in bad:
+                args = list(fill)
+                args[i] = value
+                if eager or not is_arr:
+                    kind, detail = classify(name, lambda: f(*args), f)
+                    tally.add(Outcome(qual, slot, label, "eager", kind, detail))
+                if jit and is_arr:
+                    kind, detail = classify(name, lambda: _jitted(f, args), f)
+                    tally.add(Outcome(qual, slot, label, "jit", kind, detail))
 
 
 def _jitted(f, args):

@@ -206,3 +206,69 @@ def test_eager_cond_switch_check_branches():
     # branches that need concrete values still run eagerly (only the taken one)
     out = mx.lax.cond(True, lambda v: v * 2 if float(v) > 0 else v, lambda v: v, 3.)
     assert float(out) == 6.
+
+
+# --- checkpoints ----------------------------------------------------------------------------
+def _rewrite_header(src, dst, edit):
+    import json
+    data = open(src, "rb").read()
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + n])
+    edit(header)
+    hb = json.dumps(header, separators=(",", ":")).encode()
+    hb += b" " * (-len(hb) % 8)
+    open(dst, "wb").write(len(hb).to_bytes(8, "little") + hb + data[8 + n:])
+
+
+def test_corrupt_checkpoints_raise_naming_load_and_file(tmp_path):
+    import json
+    path = tmp_path / "ok.safetensors"
+    mx.io.save(path, {"w": mnp.ones((3, 4)), "b": mnp.arange(3)})
+    data = open(path, "rb").read()
+    bad = tmp_path / "bad.safetensors"
+    cases = {f"truncated at {k}": data[:k] for k in (0, 5, 8, 20, len(data) // 2, len(data) - 1)}
+    cases["garbage"] = b"\xff" * 64
+    cases["huge header length"] = (10 ** 9).to_bytes(8, "little") + data[8:]
+    for what, blob in cases.items():
+        open(bad, "wb").write(blob)
+        with pytest.raises(ValueError, match=r"io\.load: .*bad\.safetensors"):
+            mx.io.load(bad)
+
+    def set_(key, field, value):
+        return lambda h: h[key].__setitem__(field, value)
+
+    edits = {"dtype, same size": set_("w", "dtype", "I32"),
+             "dtype, other size": set_("w", "dtype", "F64"),
+             "shape, same size": set_("w", "shape", [4, 3]),
+             "shape, other size": set_("w", "shape", [2, 4]),
+             "offsets": set_("b", "data_offsets", [48, 100]),
+             "tree metadata": lambda h: h["__metadata__"].__setitem__(
+                 "mirax.tree", json.dumps({"dict": [["w", {"leaf": "zz"}]]})),
+             "metadata not JSON": lambda h: h["__metadata__"].__setitem__("mirax.tree", "{x")}
+    for what, edit in edits.items():
+        _rewrite_header(path, bad, edit)
+        with pytest.raises(ValueError, match=r"io\.load: .*bad\.safetensors"):
+            mx.io.load(bad)
+    with pytest.raises(FileNotFoundError, match=r"io\.load: .*missing"):
+        mx.io.load(tmp_path / "missing.safetensors")
+    back = mx.io.load(path)  # the untouched file still loads
+    np.testing.assert_array_equal(np.asarray(back["w"]), np.ones((3, 4)))
+
+
+def test_save_is_atomic_and_cleans_stale_temporaries(tmp_path):
+    import os
+    import subprocess
+    import sys
+    path = tmp_path / "ck.safetensors"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    stale = tmp_path / f"ck.safetensors.mirax-tmp-{dead}-0000"
+    live = tmp_path / f"ck.safetensors.mirax-tmp-{os.getpid()}-1111"  # a save in progress
+    other = tmp_path / "other.safetensors.mirax-tmp-1-2222"
+    for f in (stale, live, other):
+        f.write_bytes(b"x" * 1000)
+    mx.io.save(path, {"w": mnp.ones(3)})
+    assert not stale.exists() and live.exists() and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [path.name, live.name, other.name])
+    np.testing.assert_array_equal(np.asarray(mx.io.load(path)["w"]), np.ones(3))
