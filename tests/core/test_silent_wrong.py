@@ -272,3 +272,40 @@ def test_save_is_atomic_and_cleans_stale_temporaries(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [path.name, live.name, other.name])
     np.testing.assert_array_equal(np.asarray(mx.io.load(path)["w"]), np.ones(3))
+
+
+# --- linear algebra: inf / NaN as JAX, never NumPy's LinAlgError --------------------------
+_SING = np.array([[1., 2.], [2., 4.]], np.float32)
+_NAN = np.array([[np.nan, 1.], [1., 1.]], np.float32)
+_B = np.ones(2, np.float32)
+
+
+@pytest.mark.parametrize("name,a", [
+    ("inv", _SING), ("solve", _SING), ("svd", _NAN), ("pinv", _NAN), ("cond", _NAN),
+    ("matrix_rank", _NAN), ("det", _NAN), ("slogdet", _NAN), ("svdvals", _NAN),
+    ("solve", _NAN), ("det", _SING), ("slogdet", _SING)])
+def test_linalg_failures_follow_jax(jax_cpu, name, a):
+    import warnings
+
+    def call(m):
+        f = getattr(m.linalg, name)
+        return f(a, _B) if name == "solve" else f(a)
+
+    want = jax_cpu.tree_util.tree_leaves(call(jax_cpu.numpy))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for got in (call(mnp), mx.jit(lambda: call(mnp))()):
+            got = mx.tree.leaves(got)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.asarray(g), np.asarray(w))  # inf, NaN, 0
+
+
+def test_batched_solve_keeps_good_matrices():
+    a = np.stack([np.eye(2, dtype=np.float32) * 2, _SING, _NAN])
+    x = np.asarray(mnp.linalg.solve(a, np.ones((3, 2), np.float32)))
+    np.testing.assert_array_equal(x[0], [0.5, 0.5])
+    assert not np.isfinite(x[1]).all() and np.isnan(x[2]).all()
+    s = np.asarray(mnp.linalg.svd(a, compute_uv=False))
+    np.testing.assert_allclose(s[:2], [[2, 2], [5, 0]], atol=1e-6)
+    assert np.isnan(s[2]).all()
