@@ -57,15 +57,16 @@ def _raised_by_mirax(e: BaseException) -> bool:
 
 
 def naming_errors(fn, name: str):
-    """`fn` as a public function `name`: a TypeError / ValueError raised inside mirax whose
-    message does not name `name` (it names a primitive the function is built of: `add:` in
-    hypot) gets the prefix `name: `, the same exception object and class, so that every
-    message names the user's op. One frame per call; nothing on the way when no error."""
+    """`fn` as a public function `name`: a TypeError / ValueError (or NotImplementedError)
+    raised inside mirax whose message does not name `name` (it names a primitive the
+    function is built of: `add:` in hypot) gets the prefix `name: `, on the same exception
+    object (class and traceback kept), so that every message names the user's op. One frame
+    per call; nothing on the way when no error."""
     @functools.wraps(fn)
     def public(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, NotImplementedError) as e:
             if e.args and isinstance(e.args[0], str) and not _names(e.args[0], name) and \
                     _raised_by_mirax(e):
                 e.args = (f"{name}: {e.args[0]}",) + e.args[1:]

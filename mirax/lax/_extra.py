@@ -15,7 +15,7 @@ import numpy as np
 from mirax.core import dtypes, tree
 from mirax.ops import elementwise as ew
 from mirax.ops.common import (
-    float_operand, normalize_axis, power_by_squaring, promote, short, static_int)
+    float_operand, normalize_axis, power_by_squaring, promote, short, static_int, static_shape)
 from mirax.ops.common import operand as _arr
 from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurrence
 from mirax.ops import dot as _dot
@@ -524,7 +524,8 @@ def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
 def broadcast_shapes(*shapes):
     """The NumPy broadcast of static shapes."""
     try:
-        return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
+        return tuple(int(d) for d in np.broadcast_shapes(
+            *(static_shape(s, "broadcast_shapes") for s in shapes)))
     except ValueError:
         raise ValueError(f"broadcast_shapes: {', '.join(map(str, shapes))} do not broadcast "
                          "together") from None

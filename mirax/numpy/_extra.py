@@ -658,7 +658,7 @@ def i0(x):
 def unwrap(p, discont=None, axis=-1, period=2 * math.pi):
     """Add multiples of `period` where consecutive values jump by more than `discont`."""
     p = operand(p, "unwrap")
-    ax = normalize_axis(axis, p.ndim, "unwrap", p)
+    ax = normalize_axis(axis, p.ndim, "unwrap", p, strict=True)
     p, period = promote("unwrap", p, period)
     if p.shape[ax] == 0:
         return p

@@ -258,6 +258,9 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     arguments by nested vmaps. `excluded` names positions / keywords passed through as is;
     `signature` ('(n),(n)->()') names the core dimensions each argument keeps."""
     check_callable(pyfunc, "vectorize")
+    if signature is not None and not isinstance(signature, str):
+        raise TypeError(f"vectorize: signature must be a string like '(n),(n)->()', got "
+                        f"{type(signature).__name__}")
     import functools
 
     from mirax.transforms.vmap import vmap

@@ -13,10 +13,11 @@ schedules (functions of the step count, see schedules.py). Formulas follow optax
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import mirax.numpy as mnp
-from mirax.core.errors import name_public_functions
+from mirax.core.errors import name_public_functions, naming_errors
 from mirax.core import tree
 from mirax.optim.schedules import hyper
 from mirax.optim.schedules import (  # noqa: F401
@@ -274,4 +275,18 @@ def lion(learning_rate, b1=0.9, b2=0.99, weight_decay=1e-3, mask=None) -> Gradie
                  scale_by_learning_rate(learning_rate))
 
 
+def _naming_updates(make, name):
+    """make (a function returning a GradientTransformation), whose init and update name
+    `name` in their errors (a gradient of the wrong shape: `optim.adam.update: ...`)."""
+    @functools.wraps(make)
+    def made(*args, **kwargs):
+        t = make(*args, **kwargs)
+        return GradientTransformation(naming_errors(t.init, f"{name}.init"),
+                                      naming_errors(t.update, f"{name}.update"))
+    return made
+
+
+for _n in __all__:
+    if getattr(globals()[_n], "__annotations__", {}).get("return") == "GradientTransformation":
+        globals()[_n] = _naming_updates(globals()[_n], "optim." + _n)
 name_public_functions(globals(), __all__)  # every message names the op

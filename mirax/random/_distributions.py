@@ -53,7 +53,8 @@ def _setup(op: str, key, shape, dtype, *params):
 def _recip(x, dtype, op: str):
     """1 / x, folded on the host for a Python number as JAX's `1. / x` is."""
     if isinstance(x, (int, float, np.number)) and not isinstance(x, bool):
-        return np.array(1.0 / float(x), dtype)
+        with np.errstate(divide="ignore"):  # 1 / 0 = inf, as JAX's
+            return np.array(np.divide(1.0, np.float64(x)), dtype)
     return ew.div(np.array(1.0, dtype), _param(x, dtype, op))
 
 
@@ -200,7 +201,11 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
         shape = tuple(batch)
     else:
         shape = _shape(shape, op)
-        if np.broadcast_shapes(shape, batch) != shape:
+        try:
+            fits = np.broadcast_shapes(shape, batch) == shape
+        except ValueError:
+            fits = False
+        if not fits:
             raise ValueError(f"{op}: shape {shape} is not compatible with the batch shapes of "
                              f"{short(mean)} and {short(cov)}")
     if method == "svd":

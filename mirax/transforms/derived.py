@@ -5,7 +5,7 @@ from __future__ import annotations
 from mirax.core.errors import check_callable
 from mirax.core import tree
 from mirax.core.trace import aval_of
-from mirax.ops.common import operand
+from mirax.ops.common import operand, static_int
 from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
 from mirax.transforms.jvp import jvp
 from mirax.transforms.vjp import grad, vjp
@@ -35,10 +35,16 @@ def _total(leaves):
     return sum(aval_of(x).size for x in leaves)
 
 
+def _check_chunk(chunk_size, op):
+    if chunk_size is not None and static_int(chunk_size, op, "chunk_size") < 1:
+        raise ValueError(f"{op}: chunk_size must be a positive int, got {chunk_size}")
+
+
 def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
     """The Jacobian by forward mode; with has_aux, f returns (out, aux) and the result is
     (jacobian, aux)."""
     check_callable(f, "jacfwd")
+    _check_chunk(chunk_size, "jacfwd")
     def jac(*args):
         nums = check_argnums("jacfwd", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
@@ -81,6 +87,7 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
     """The Jacobian by reverse mode; with has_aux, f returns (out, aux) and the result is
     (jacobian, aux)."""
     check_callable(f, "jacrev")
+    _check_chunk(chunk_size, "jacrev")
     def jac(*args):
         nums = check_argnums("jacrev", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
@@ -111,6 +118,7 @@ def hessian(f, argnums=0, has_aux=False, chunk_size=None):
     """jacfwd of jacrev; with has_aux, f returns (out, aux) and the result is
     (hessian, aux)."""
     check_callable(f, "hessian")
+    _check_chunk(chunk_size, "hessian")
     return jacfwd(jacrev(f, argnums, has_aux=has_aux, chunk_size=chunk_size), argnums,
                   has_aux=has_aux, chunk_size=chunk_size)
 

@@ -16,7 +16,8 @@ What is asserted is the way it fails:
   ZeroDivisionError, ...): the call ended in NumPy or Python internals;
 - "accepted": no error (not a failure: the value may be valid there);
 - "unsupported": NotImplementedError naming the function (a valid request mirax lacks).
-IndexError naming the function counts as "ok" (NumPy's and JAX's class for bad indices).
+IndexError and FileNotFoundError naming the function count as "ok" (NumPy's, JAX's and
+Python's classes for an index out of bounds and a missing file).
 """
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ MODULES = ("numpy", "numpy.linalg", "lax", "nn", "random", "optim", "io")
 EXCLUDED = {
     "random": {"asarray", "operand", "short", "static_int", "static_shape", "normalize_axis",
                "sort"},
+    "nn": {"static_field"},  # a dataclass field marker: keyword arguments only
     "": {"Array", "ShapeDtypeStruct", "custom_jvp", "custom_vjp",  # classes
          "devices", "default_device",  # no arguments
          "ensure_compile_time_eval"},  # a context manager taking no arguments
@@ -89,6 +91,7 @@ BAD = [
     ("ragged", [[1.0, 2.0], [3.0]], False),
     ("frac", 2.5, False),
     ("neg", -1, False),
+    ("zero", 0, False),
     ("rank6", None, True),      # filled in by bad_values(): arrays need mirax at call time
     ("bool", None, True),
     ("empty", None, True),
@@ -154,6 +157,22 @@ def _identity(*a, **k):
 def filler(param: str):
     make = FILLERS.get(param)
     return make() if make is not None else _square()
+
+
+# the bad values tried on optional parameters too (full sweep): a keyword left at its
+# default is filled by it, so only the value under test changes
+OPTIONAL_BAD = ("opaque", "frac", "zero", "str")
+
+
+def optional_params(f) -> list[str]:
+    """f's parameters that have defaults (positional-or-keyword or keyword-only)."""
+    try:
+        sig = inspect.signature(f)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values()
+            if p.default is not inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
 def slots(f) -> tuple[list[str], list]:
@@ -222,7 +241,7 @@ def classify(name: str, fn, f=None) -> tuple[str, str]:
         if names(msg, name, f):
             return "ok", ""
         return "other-op", f"{type(e).__name__}: {msg[:200]}"
-    except IndexError as e:  # NumPy's and JAX's class for an index out of bounds
+    except (IndexError, FileNotFoundError) as e:  # NumPy's / Python's own classes for these
         if names(str(e), name, f) and not type(e).__module__.startswith("numpy"):
             return "ok", ""
         return "internal", f"{type(e).__name__}: {str(e)[:200]}"
@@ -235,7 +254,8 @@ def classify(name: str, fn, f=None) -> tuple[str, str]:
     return "accepted", ""
 
 
-def sweep(functions, bad=None, jit=True, only_first_slot=False, eager=True) -> Tally:
+def sweep(functions, bad=None, jit=True, only_first_slot=False, eager=True,
+          optional=False) -> Tally:
     """Run the sweep over `functions` ([(qual, name, f)]) and return the tally."""
     import warnings
     tally = Tally()
@@ -246,6 +266,8 @@ def sweep(functions, bad=None, jit=True, only_first_slot=False, eager=True) -> T
         os.chdir(_TMP)  # a bad path ("a") must not land in the checkout
         try:
             _sweep(functions, bad, jit, only_first_slot, eager, tally)
+            if optional:
+                _sweep_optional(functions, bad, tally)
         finally:
             os.chdir(cwd)
     return tally
@@ -264,6 +286,17 @@ def _sweep(functions, bad, jit, only_first_slot, eager, tally):
                 if jit and is_arr:
                     kind, detail = classify(name, lambda: _jitted(f, args), f)
                     tally.add(Outcome(qual, slot, label, "jit", kind, detail))
+
+
+def _sweep_optional(functions, bad, tally):
+    """Each optional parameter, by keyword, with the OPTIONAL_BAD values (eager)."""
+    bad = [b for b in bad if b[0] in OPTIONAL_BAD]
+    for qual, name, f in functions:
+        _, fill = slots(f)
+        for kw in optional_params(f):
+            for label, value, _ in bad:
+                kind, detail = classify(name, lambda: f(*fill, **{kw: value}), f)
+                tally.add(Outcome(qual, kw, label, "eager", kind, detail))
 
 
 def _jitted(f, args):

@@ -34,4 +34,4 @@ def test_bad_inputs_quick():
 
 @pytest.mark.slow
 def test_bad_inputs_full():
-    _report(B.sweep(B.public_functions()))
+    _report(B.sweep(B.public_functions(), optional=True))
