@@ -511,7 +511,7 @@ def _unary_wrapper(p, kinds=None):
         if p.float_only:
             return p.bind(float_operand(x, p.name))
         x = operand(x, p.name)
-        if np.dtype(x.dtype).kind not in kinds + "c":
+        if x.dtype == np.bool_ and "b" not in kinds:
             raise TypeError(f"{p.name}: does not accept {short(x)} (JAX: integer, floating "
                             "or complex operands)")
         return p.bind(x)
