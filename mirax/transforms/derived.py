@@ -2,7 +2,7 @@
 (jacfwd of jacrev) and hvp (forward over reverse)."""
 from __future__ import annotations
 
-from mirax.core.errors import check_callable
+from mirax.core.errors import check_callable, naming_errors
 from mirax.core import tree
 from mirax.core.trace import aval_of
 from mirax.ops.common import operand, static_int
@@ -47,7 +47,7 @@ def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
     _check_chunk(chunk_size, "jacfwd")
     def jac(*args):
         nums = check_argnums("jacfwd", argnums, len(args))
-        leaves, treedef, rebuild = split_args(args, nums)
+        leaves, treedef, rebuild = split_args(args, nums, "jacfwd", need_leaves=True)
         check_float_inputs("jacfwd", leaves)
         n = _total(leaves)
         dtype = leaves[0].dtype
@@ -63,7 +63,7 @@ def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
         # cols: outputs with a leading [n]; move it to the end and split per input leaf
         out = _assemble_fwd(cols, leaves, treedef, argnums)
         return (out, aux) if has_aux else out
-    return jac
+    return naming_errors(jac, "jacfwd")
 
 
 def _assemble_fwd(cols, leaves, treedef, argnums):
@@ -90,7 +90,7 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
     _check_chunk(chunk_size, "jacrev")
     def jac(*args):
         nums = check_argnums("jacrev", argnums, len(args))
-        leaves, treedef, rebuild = split_args(args, nums)
+        leaves, treedef, rebuild = split_args(args, nums, "jacrev", need_leaves=True)
         check_float_inputs("jacrev", leaves)
         out, pullback, *aux = vjp(lambda *xs: f(*rebuild(xs)), *leaves, has_aux=has_aux)
         out_leaves, out_tree = tree.flatten(out)
@@ -111,7 +111,7 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
             start += k
         out = tree.unflatten(out_tree, per_out)
         return (out, aux[0]) if has_aux else out
-    return jac
+    return naming_errors(jac, "jacrev")
 
 
 def hessian(f, argnums=0, has_aux=False, chunk_size=None):
@@ -119,8 +119,8 @@ def hessian(f, argnums=0, has_aux=False, chunk_size=None):
     (hessian, aux)."""
     check_callable(f, "hessian")
     _check_chunk(chunk_size, "hessian")
-    return jacfwd(jacrev(f, argnums, has_aux=has_aux, chunk_size=chunk_size), argnums,
-                  has_aux=has_aux, chunk_size=chunk_size)
+    return naming_errors(jacfwd(jacrev(f, argnums, has_aux=has_aux, chunk_size=chunk_size),
+                                argnums, has_aux=has_aux, chunk_size=chunk_size), "hessian")
 
 
 def hvp(f, primals, tangents):

@@ -9,7 +9,7 @@ Fan-out cotangents are summed; None is a symbolic zero cotangent.
 """
 from __future__ import annotations
 
-from mirax.core.errors import check_callable
+from mirax.core.errors import check_callable, naming_errors
 from mirax.core import dtypes
 from mirax.core.trace import (PrimalTracer, Trace, aval_of, new_trace, owned,
                                zeros_like_aval)
@@ -121,27 +121,32 @@ def _scalar_check(name, out):
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
-    check_callable(f, "value_and_grad")
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad")
+
+
+def _value_and_grad(f, argnums, has_aux, _name):
+    """value_and_grad, its errors naming `_name` (grad is built on it)."""
+    check_callable(f, _name)
     from mirax.core import tree
     from mirax.ops.common import operand
     from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
 
     def value_and_grad_f(*args, **kwargs):
-        nums = check_argnums("grad", argnums, len(args))
-        leaves, treedef, rebuild = split_args(args, nums)
-        check_float_inputs("grad", leaves)
+        nums = check_argnums(_name, argnums, len(args))
+        leaves, treedef, rebuild = split_args(args, nums, _name)
+        check_float_inputs(_name, leaves)
         aux_box = []
 
         def flat_fn(*xs):
             out = f(*rebuild(xs), **kwargs)
             if has_aux:
                 if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                    raise TypeError("grad(has_aux=True): the function must return a pair "
-                                    "(output, aux)")
+                    raise TypeError(f"{_name}(has_aux=True): the function must return a "
+                                    "pair (output, aux)")
                 out, aux = out
                 aux_box.append(aux)
-            out = operand(out, "grad")
-            _scalar_check("grad", out)
+            out = operand(out, _name)
+            _scalar_check(_name, out)
             return [out]
 
         trace_box = []
@@ -155,12 +160,12 @@ def value_and_grad(f, argnums=0, has_aux=False):
         return value, g
     value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
     value_and_grad_f.__wrapped__ = f  # signature (argument names) for listings and errors
-    return value_and_grad_f
+    return naming_errors(value_and_grad_f, _name)
 
 
 def grad(f, argnums=0, has_aux=False):
     check_callable(f, "grad")
-    vg = value_and_grad(f, argnums, has_aux)
+    vg = _value_and_grad(f, argnums, has_aux, "grad")
 
     def grad_f(*args, **kwargs):
         out = vg(*args, **kwargs)

@@ -299,6 +299,29 @@ def _sweep_optional(functions, bad, tally):
                 tally.add(Outcome(qual, kw, label, "eager", kind, detail))
 
 
+# transforms whose returned function is called with the bad value: T(good)(bad) must fail
+# naming T, or square: a pytree (None, a list) reaches the user's function as it is, and
+# then the user's own op, mnp.square, is the one to name
+TRANSFORMED = ("grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap", "jit",
+               "checkpoint", "remat", "make_graph")
+
+
+def _good(x):
+    return mnp.sum(mnp.square(x))
+
+
+def sweep_transformed(bad=None) -> Tally:
+    tally = Tally()
+    for name in TRANSFORMED:
+        t = getattr(mx, name)
+        for label, value, _ in bad if bad is not None else bad_values():
+            kind, detail = classify(name, lambda: t(_good)(value), t)
+            if kind == "other-op" and names(detail, "square"):
+                kind = "ok"
+            tally.add(Outcome(name + "(f)(...)", "x", label, "eager", kind, detail))
+    return tally
+
+
 def _jitted(f, args):
     """f(*args) under jit, its array arguments traced (the rest closed over)."""
     pos = [i for i, a in enumerate(args) if isinstance(a, mx.Array)]

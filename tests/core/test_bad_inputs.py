@@ -35,3 +35,7 @@ def test_bad_inputs_quick():
 @pytest.mark.slow
 def test_bad_inputs_full():
     _report(B.sweep(B.public_functions(), optional=True))
+
+
+def test_transformed_functions_name_their_transform():
+    _report(B.sweep_transformed())
