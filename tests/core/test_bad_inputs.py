@@ -39,3 +39,43 @@ def test_bad_inputs_full():
 
 def test_transformed_functions_name_their_transform():
     _report(B.sweep_transformed())
+
+
+# the cases the tracker listed, by name: class and the op named
+
+def _x():
+    import mirax.numpy as mnp
+    return mnp.ones((1, 1, 4, 4))
+
+
+@pytest.mark.parametrize("call, cls, name", [
+    (lambda mx, mnp: mnp.add(mnp.ones(2), None), TypeError, "add"),
+    (lambda mx, mnp: mnp.ones(2) + "a", TypeError, "add"),
+    (lambda mx, mnp: mnp.sin([[1., 2.], [3.]]), TypeError, "sin"),
+    (lambda mx, mnp: mnp.sign(True), TypeError, "sign"),
+    (lambda mx, mnp: mnp.zeros((10 ** 6, 10 ** 6)), ValueError, "zeros"),
+    (lambda mx, mnp: mnp.hypot(mnp.ones(2), mnp.ones(3)), ValueError, "hypot"),
+    (lambda mx, mnp: mnp.logaddexp(mnp.ones(2), mnp.ones(3)), ValueError, "logaddexp"),
+    (lambda mx, mnp: mx.nn.segment_sum(mnp.ones(2), mnp.array([0, 1, 2]), 3), ValueError,
+     "segment_sum"),
+    (lambda mx, mnp: mx.nn.segment_mean(mnp.ones(2), mnp.array([0, 1, 2]), 3), ValueError,
+     "segment_mean"),
+    (lambda mx, mnp: mx.random.normal(mx.random.key(0), (-1,)), ValueError, "normal"),
+    (lambda mx, mnp: mx.nn.max_pool2d(_x(), 0), ValueError, "max_pool2d"),
+    (lambda mx, mnp: mx.nn.avg_pool2d(_x(), 2, stride=0), ValueError, "avg_pool2d"),
+    (lambda mx, mnp: mx.vmap(lambda a: a, chunk_size=0), ValueError, "vmap"),
+    (lambda mx, mnp: mx.jacfwd(lambda a: a, chunk_size=0), ValueError, "jacfwd"),
+    (lambda mx, mnp: mx.optim.adam(0.1).update({"w": mnp.ones(4)},
+                                               mx.optim.adam(0.1).init({"w": mnp.ones(3)})),
+     ValueError, "adam"),
+    (lambda mx, mnp: mx.optim.adam("a"), TypeError, "adam"),
+    (lambda mx, mnp: mx.grad(None), TypeError, "grad"),
+], ids=["add-None", "add-str", "sin-ragged", "sign-bool", "zeros-huge", "hypot", "logaddexp",
+        "segment_sum", "segment_mean", "normal-neg", "max_pool-k0", "avg_pool-s0",
+        "vmap-chunk0", "jacfwd-chunk0", "adam-update", "adam-lr", "grad-None"])
+def test_listed_errors_name_the_users_op(call, cls, name):
+    import mirax as mx
+    import mirax.numpy as mnp
+    with pytest.raises(cls) as e:
+        call(mx, mnp)
+    assert B.names(str(e.value), name), str(e.value)
