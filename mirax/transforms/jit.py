@@ -321,7 +321,12 @@ def _take(x: Array, why: str):
     return b
 
 
-_OWN_REFS = 2  # getrefcount's own argument and the local name `b`
+def _refs_of_a_local() -> int:
+    b = np.empty(1)
+    return sys.getrefcount(b)
+
+
+_OWN_REFS = _refs_of_a_local()  # the count _take sees when only its local name holds b (2)
 
 
 def _check_specs(name, sig, static_argnums, static_argnames, donate_argnums, donate_argnames):
