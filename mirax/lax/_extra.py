@@ -226,9 +226,15 @@ def broadcast_to_rank(x, rank):
 def collapse(operand, start_dimension, stop_dimension=None):
     """Merge dimensions [start, stop) into one."""
     x = _arr(operand, "collapse")
-    lo = normalize_axis(start_dimension, x.ndim + 1, "collapse", x)
-    hi = x.ndim if stop_dimension is None else \
-        normalize_axis(stop_dimension, x.ndim + 1, "collapse", x)
+
+    def dim(d, what):  # as JAX: a negative d counts from ndim (so -1 is the last axis)
+        d = static_int(d, "collapse", what)
+        d += x.ndim if d < 0 else 0
+        if not 0 <= d <= x.ndim:
+            raise ValueError(f"collapse: {what} {d} is out of range for {short(x)}")
+        return d
+    lo = dim(start_dimension, "start_dimension")
+    hi = x.ndim if stop_dimension is None else dim(stop_dimension, "stop_dimension")
     if lo > hi:
         raise ValueError(f"collapse: start {lo} after stop {hi} for {short(x)}")
     shape = tuple(x.shape)

@@ -246,6 +246,10 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
         parts = [sh.expand_dims(start, 0), sh.slice_in_dim(out, 1, n - (last is not None))]
         out = sh.concatenate(parts + ([sh.expand_dims(last, 0)] if last is not None else []),
                              0)
+    # endpoints of different signs, or a zero one, have no geometric sequence: NaN (as JAX)
+    bad = sh.broadcast_in_dim(ew.le(ew.mul(start, stop), 0.0), out.shape,
+                              tuple(range(1, out.ndim)))
+    out = ew.select(bad, ew.add(ew.zeros_like(out), math.nan), out)
     if not dtypes.is_float(d):
         out = ew.mul(out, 1.0 + 1e-14)   # toward larger magnitude: trunc(1.9999999999999996)
     if out.ndim > 1:

@@ -309,3 +309,20 @@ def test_batched_solve_keeps_good_matrices():
     s = np.asarray(mnp.linalg.svd(a, compute_uv=False))
     np.testing.assert_allclose(s[:2], [[2, 2], [5, 0]], atol=1e-6)
     assert np.isnan(s[2]).all()
+
+
+# --- found by comparing the bad-input sweep's accepted calls with JAX ----------------------
+def test_collapse_negative_dimensions(jax_cpu):
+    for shape, lo, hi in [((4, 4), -1, None), ((2, 3, 4), -2, None), ((2, 3, 4), 0, -1),
+                          ((2, 3, 4), 1, 3), ((2, 3, 4), -3, -1)]:
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        got, want = mx.lax.collapse(x, lo, hi), jax_cpu.lax.collapse(x, lo, hi)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_geomspace_without_a_geometric_sequence_is_nan(jax_cpu):
+    for a, b in [(-1., 2.), (0., 2.), (-1., -8.), (np.array([1., -1.]), 8.)]:
+        got, want = mnp.geomspace(a, b, 4), jax_cpu.numpy.geomspace(a, b, 4)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6)
+    # NOTE: a zero stop gives JAX [nan, 0, 0, 0] (log 0 = -inf) and NumPy an error: all NaN
+    assert np.isnan(np.asarray(mnp.geomspace(2., 0., 4))).all()
