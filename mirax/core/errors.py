@@ -82,9 +82,15 @@ def naming_errors(fn, name: str):
     src += ("    except __named as e:\n"
             "        __rename(e, __name)\n"
             "        raise\n")
+    # named as fn, so that Python's own "f() missing 1 required positional argument" names it
+    fname = fn.__name__ if fn.__name__.isidentifier() and not fn.__name__.startswith("__") \
+        else "public"
+    src = src.replace("def public(", f"def {fname}(", 1)
     env.update({"__fn": fn, "__named": _NAMED, "__rename": _rename, "__name": name})
-    exec(src, env)  # noqa: S102 - a generated forwarder, from fn's own signature
-    return functools.wraps(fn)(env["public"])
+    # NOTE: compiled under this file's name, so that the frame counts as mirax's (source
+    # lines in graph listings and _raised_by_mirax skip it), not as the user's "<string>"
+    exec(compile(src, __file__, "exec"), env)  # a generated forwarder: fn's own signature
+    return functools.wraps(fn)(env[fname])
 
 
 def _forwarding_source(fn):
