@@ -140,6 +140,8 @@ def name_public_functions(namespace: dict, names, prefix: str = "") -> None:
     for f, ns in aliases.values():
         name = f.__name__ if f.__name__ in ns else ns[0]
         wrapped = naming_errors(f, prefix + name)
+        # found under its public name (pickle looks functions up by module and qualname)
+        wrapped.__module__, wrapped.__qualname__ = namespace.get("__name__", f.__module__), name
         for n in ns:
             namespace[n] = wrapped
 
