@@ -40,6 +40,14 @@ from mirax import io, optim, random  # noqa: F401
 from mirax.io import to_dlpack  # noqa: F401
 from mirax import debug, tree_util  # noqa: F401
 from mirax.numpy import methods as _methods
+from mirax.core.errors import name_public_functions as _name_public
+
+_name_public(globals(), ["asarray", "block_until_ready", "checkpoint", "device_put",
+                         "eval_shape", "from_dlpack", "grad", "hessian", "hvp", "jacfwd",
+                         "jacobian", "jacrev", "jit", "jvp", "linearize", "make_graph",
+                         "named_call", "remat", "stop_gradient", "to_dlpack", "value_and_grad",
+                         "vjp", "vmap"])
+del _name_public
 
 _methods.install()
 del _methods

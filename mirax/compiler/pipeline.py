@@ -37,10 +37,7 @@ def _decompose(graph: Graph, backend) -> Graph:
     if claims is None or not _inlines(graph, claims):
         return graph
     keep = {n for n, p in registry.items() if p.decomposition is not None and not claims(p)}
-    out = decompose(graph, keep)
-    if out is not graph:
-        out.cache.update({k: v for k, v in graph.cache.items() if k == "donate"})
-    return out
+    return decompose(graph, keep)
 
 
 def _inlines(graph: Graph, claims) -> bool:
@@ -95,9 +92,13 @@ def optimize(graph: Graph, backend=None) -> Graph:
     level = debug_level()
     if level >= 1:
         _register_report()
+    donated = graph.cache.get("donate", ())   # flat input indices jit may overwrite
     for name, fn in PASSES:
         t0 = time.perf_counter()
-        graph = fn(graph, backend)
+        out = fn(graph, backend)
+        if out is not graph and donated:
+            out.cache["donate"] = donated
+        graph = out
         dt = time.perf_counter() - t0
         pass_times[name] += dt
         pass_counts[name] += 1

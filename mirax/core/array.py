@@ -12,6 +12,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.runtime import device_of_buffer, synchronize, to_host
+from mirax.core.errors import DeletedArrayError
 
 
 class ArrayOps:
@@ -41,6 +42,26 @@ class AnyArray(metaclass=_AnyArrayMeta):
 
 AnyArray.__name__ = AnyArray.__qualname__ = "Array"
 AnyArray.__module__ = "mirax"
+
+
+class DeletedBuffer:
+    """Stands in for the buffer of a deleted Array: shape and dtype still read (as in JAX),
+    anything touching the data raises DeletedArrayError with the reason."""
+    __slots__ = ("shape", "dtype", "ndim", "size", "why")
+
+    def __init__(self, buf, why: str):
+        self.shape, self.dtype, self.ndim, self.size = buf.shape, buf.dtype, buf.ndim, buf.size
+        self.why = why
+
+    def error(self) -> DeletedArrayError:
+        d = f"{dtypes.short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+        return DeletedArrayError(f"Array {d} has been deleted: {self.why}")
+
+    def __getattr__(self, name):
+        raise self.error()
+
+    def __array__(self, *args, **kwargs):
+        raise self.error()
 
 
 class Array(ArrayOps):
@@ -74,11 +95,21 @@ class Array(ArrayOps):
     def aval(self) -> ShapedArray:
         return ShapedArray(self._buf.shape, self._buf.dtype, self._weak)
 
+    def is_deleted(self) -> bool:
+        return type(self._buf) is DeletedBuffer
+
+    def delete(self, why: str = "it was deleted with .delete()"):
+        """Drop the buffer; any later use of the data raises DeletedArrayError (`why`)."""
+        if type(self._buf) is not DeletedBuffer:
+            self._buf = DeletedBuffer(self._buf, why)
+
     @property
     def device(self):
         return device_of_buffer(self._buf)
 
     def __array__(self, dtype=None, copy=None):
+        if type(self._buf) is DeletedBuffer:
+            raise self._buf.error()
         host = np.asarray(to_host(self._buf))
         if dtype is not None and host.dtype != np.dtype(dtype):
             return host.astype(dtype)
@@ -139,6 +170,8 @@ class Array(ArrayOps):
         return self
 
     def __repr__(self):
+        if type(self._buf) is DeletedBuffer:
+            return f"Array(<deleted>, shape={self.shape}, dtype={dtypes.short_name(self.dtype)})"
         body = np.array2string(np.asarray(self), separator=", ", prefix="Array(")
         return f"Array({body}, dtype={dtypes.short_name(self.dtype)}" + \
             (", weak_type=True)" if self._weak else ")")
@@ -150,7 +183,10 @@ class Array(ArrayOps):
         return (Array, (np.asarray(self), self._weak))
 
     def __dlpack__(self, *args, **kwargs):
-        return self._buf.__dlpack__(*args, **kwargs)
+        b = self._buf
+        if isinstance(b, np.ndarray) and not b.flags.writeable:
+            b = np.array(b)  # NumPy's DLPack cannot export a read-only view (mnp.ones' is)
+        return b.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
         return self._buf.__dlpack_device__()

@@ -175,9 +175,21 @@ def input_dtype(x) -> tuple[np.dtype, bool]:
 _WEAK_NUMPY_SCALARS = (float64, int64)
 
 
+def _info_dtype(dtype, op, kinds):
+    try:
+        d = np.dtype(getattr(dtype, "dtype", dtype))
+    except TypeError:
+        d = None
+    if d is None or d.kind not in kinds and not (d == bfloat16 and "f" in kinds):
+        what = "floating-point" if "f" in kinds else "integer"
+        raise TypeError(f"{op}: expected a {what} dtype (or an array of one), got {dtype!r}")
+    return d
+
+
 def finfo(dtype):
-    return ml_dtypes.finfo(dtype) if np.dtype(dtype) == bfloat16 else np.finfo(dtype)
+    d = _info_dtype(dtype, "finfo", "fc")
+    return ml_dtypes.finfo(d) if d == bfloat16 else np.finfo(d)
 
 
 def iinfo(dtype):
-    return np.iinfo(dtype)
+    return np.iinfo(_info_dtype(dtype, "iinfo", "iu"))

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 
+from mirax.core.errors import check_callable, naming_errors
 from mirax.core import tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
@@ -191,6 +192,7 @@ def arg_names_for(f, args, kwargs=None) -> list[str]:
 
 def make_graph(f, static_argnums=()):
     """`make_graph(f)(*args) -> Graph`: the traced program of f at these arguments."""
+    check_callable(f, "make_graph")
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else static_argnums
 
     @functools.wraps(f)
@@ -215,7 +217,7 @@ def make_graph(f, static_argnums=()):
                              "enclosing transform; pass them as arguments instead")
         graph.in_tree, graph.out_tree = in_tree, out_tree_box[0]
         return graph
-    return build
+    return naming_errors(build, "make_graph")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -110,6 +110,10 @@ def vmap_flat(fn, args: list, in_dims: list, axis_size: int, out_dims: list | No
                 res.append(val)
             else:
                 val = wrappers.operand(val, "vmap")
-                res.append(move_bdim(val, bd, want % (aval_of(val).ndim + (bd is None)),
-                                     axis_size))
+                rank = aval_of(val).ndim + (bd is None)  # of the batched result
+                if not isinstance(want, int) or isinstance(want, bool) or \
+                        not -rank <= want < rank:
+                    raise ValueError(f"vmap: out_axes {want!r} is out of range for an output "
+                                     f"of rank {rank} (the mapped axis included)")
+                res.append(move_bdim(val, bd, want % rank, axis_size))
     return res

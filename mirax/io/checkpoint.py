@@ -10,11 +10,21 @@ and its shape and dtype checked, and a mismatch names the path.
 
 The file is written with the `safetensors` package (an optional dependency), through its
 framework-free API, so bfloat16 tensors are stored as BF16 and read back as bfloat16.
+
+Robustness: `save` writes a temporary file beside the target and renames it into place (a
+crash never leaves a half-written checkpoint under the target's name), and removes the
+temporaries of the same target that a killed save left behind. `load` reads the format
+itself and checks everything before trusting it: a truncated or corrupt file, a header whose
+sizes disagree with its data, or a tree whose recorded dtype or shape disagrees with the
+header raises a ValueError naming io.load and the file.
 """
 from __future__ import annotations
 
+import glob
 import json
+import math
 import os
+import uuid
 
 import numpy as np
 
@@ -61,7 +71,9 @@ def _skeleton(x, names: iter):
         return {type(x).__name__: [_skeleton(c, names) for c in x]}
     leaves_, treedef = tree.flatten(x, is_leaf=lambda y: y is not x)
     if len(leaves_) == 1 and leaves_[0] is x:   # a leaf (a childless node is not)
-        return {"leaf": next(names)}
+        a = np.asarray(x)   # its dtype and shape, checked against the header by load
+        return {"leaf": next(names), "dtype": _ST_NAMES.get(a.dtype.name),
+                "shape": list(a.shape)}
     keys = [_entry(p[0]) for p, _ in tree.leaves_with_path(
         x, is_leaf=lambda y: y is not x)]
     return {"node": type(x).__name__, "keys": keys,
@@ -72,7 +84,12 @@ def _rebuild(s, tensors: dict):
     if s is None:
         return None
     if "leaf" in s:
-        return tensors[s["leaf"]]
+        t = tensors[s["leaf"]]
+        if "dtype" in s and (s["dtype"] != _ST_NAMES.get(np.dtype(t.dtype).name)
+                             or list(s["shape"]) != list(t.shape)):
+            raise ValueError(f"tensor {s['leaf']!r} is {_short(t.dtype, t.shape)} in the header "
+                             f"but was saved as {s['dtype']}{list(s['shape'])}")
+        return t
     if "dict" in s:
         return {k: _rebuild(c, tensors) for k, c in s["dict"]}
     if "list" in s:
@@ -100,23 +117,86 @@ def save(path, tree_) -> None:
     meta = {_FORMAT_KEY: json.dumps(_skeleton(tree_, iter(names)))}
     specs = {n: st.TensorSpec(dtype=a.dtype.name, shape=list(a.shape), data_ptr=a.ctypes.data,
                               data_len=a.nbytes) for n, a in arrays.items()}
-    st.serialize_file(specs, os.fspath(path), metadata=meta)
+    target = os.fspath(path)
+    _remove_stale_temporaries(target)
+    tmp = f"{target}{_TMP_TAG}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        st.serialize_file(specs, tmp, metadata=meta)
+        os.replace(tmp, target)   # atomic: the target is the old file or the whole new one
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+_TMP_TAG = ".mirax-tmp-"
+_ST_NAMES = {np.dtype(d).name: k for k, d in _DTYPES.items()}
+
+
+def _remove_stale_temporaries(target: str) -> None:
+    """Delete `target`'s temporaries whose writing process is gone (a save killed midway)."""
+    for tmp in glob.glob(glob.escape(target) + _TMP_TAG + "*"):
+        try:
+            pid = int(tmp[len(target) + len(_TMP_TAG):].split("-")[0])
+            os.kill(pid, 0)            # raises if no such process
+        except ProcessLookupError:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+        except (ValueError, PermissionError, OSError):
+            continue                   # not ours, or a live process of another user
+
+
+def _corrupt(path, why: str) -> ValueError:
+    return ValueError(f"io.load: {os.fspath(path)} is not a readable checkpoint: {why}")
 
 
 def _read(path) -> tuple[dict, dict]:
-    st = _safetensors()
-    with open(path, "rb") as f:
-        data = f.read()
+    """The tensors and metadata of a safetensors file, every size checked first."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"io.load: no such file: {os.fspath(path)}") from None
+    if len(data) < 8:
+        raise _corrupt(path, f"{len(data)} bytes, too short for the header length")
     n = int.from_bytes(data[:8], "little")
-    meta = json.loads(data[8:8 + n]).get("__metadata__") or {}
+    body = len(data) - 8 - n
+    if body < 0:
+        raise _corrupt(path, f"a header of {n} bytes in a file of {len(data)} (truncated?)")
+    try:
+        header = json.loads(data[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _corrupt(path, f"the header is not JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise _corrupt(path, "the header is not a JSON object")
+    meta = header.pop("__metadata__", None) or {}
     out = {}
-    for name, view in st.deserialize(data):
-        if view["dtype"] not in _DTYPES:
-            raise TypeError(f"io.load: tensor {name!r} has dtype {view['dtype']}, "
-                            "which mirax does not support")
-        arr = np.frombuffer(view["data"], dtype=_DTYPES[view["dtype"]])
-        out[name] = arr.reshape(view["shape"]).copy()
+    for name, info in header.items():
+        out[name] = _tensor(path, name, info, data, 8 + n, body)
     return out, meta
+
+
+def _tensor(path, name, info, data, start, body):
+    try:
+        code, shape, (lo, hi) = info["dtype"], [int(d) for d in info["shape"]], \
+            [int(o) for o in info["data_offsets"]]
+    except (TypeError, KeyError, ValueError):
+        raise _corrupt(path, f"tensor {name!r} has a malformed header entry {info!r:.80}") \
+            from None
+    if code not in _DTYPES:
+        raise TypeError(f"io.load: {os.fspath(path)}: tensor {name!r} has dtype {code}, "
+                        "which mirax does not support")
+    dtype = np.dtype(_DTYPES[code])
+    want = math.prod(shape) * dtype.itemsize
+    if min(shape, default=0) < 0 or not 0 <= lo <= hi <= body:
+        raise _corrupt(path, f"tensor {name!r} lies at bytes {lo}..{hi} of a data section of "
+                             f"{body} (truncated?)")
+    if hi - lo != want:
+        raise _corrupt(path, f"tensor {name!r} is {code}{shape} ({want} bytes) in the header "
+                             f"but holds {hi - lo} bytes")
+    return np.frombuffer(data, dtype, math.prod(shape), start + lo).reshape(shape).copy()
 
 
 def load(path, like=None):
@@ -128,7 +208,12 @@ def load(path, like=None):
         tensors = {k: asarray(v) for k, v in raw.items()}
         if _FORMAT_KEY not in meta:
             return tensors                 # a foreign file: its flat name -> array dict
-        return _rebuild(json.loads(meta[_FORMAT_KEY]), tensors)
+        try:
+            return _rebuild(json.loads(meta[_FORMAT_KEY]), tensors)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            detail = f"no tensor {e}" if isinstance(e, KeyError) else str(e)
+            raise _corrupt(path, f"its tree metadata does not fit its tensors ({detail})") \
+                from None
     pairs = tree.leaves_with_path(like)
     treedef = tree.structure(like)
     leaves, used = [], set()

@@ -25,3 +25,7 @@ from mirax.ops.elementwise import stop_gradient  # noqa: F401
 from mirax.ops.conv import conv_general_dilated  # noqa: F401
 from mirax.lax._extra import *  # noqa: F401,F403,E402  (compositions: cumlogsumexp, top_k, ...)
 from mirax.lax._shapes import *  # noqa: F401,F403,E402  (conv / window shape arithmetic)
+
+from mirax.core.errors import name_public_functions as _name_public  # noqa: E402
+
+_name_public(globals(), [_n for _n in dir() if not _n.startswith("_")])  # errors name the op

@@ -16,7 +16,7 @@ from mirax.core import dtypes, tree
 from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops.common import (
-    float_operand, normalize_axis, power_by_squaring, promote, short, static_int)
+    float_operand, normalize_axis, power_by_squaring, promote, short, static_int, static_shape)
 from mirax.ops.common import operand as _arr
 from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurrence
 from mirax.ops import dot as _dot
@@ -230,9 +230,15 @@ def broadcast_to_rank(x, rank):
 def collapse(operand, start_dimension, stop_dimension=None):
     """Merge dimensions [start, stop) into one."""
     x = _arr(operand, "collapse")
-    lo = normalize_axis(start_dimension, x.ndim + 1, "collapse", x)
-    hi = x.ndim if stop_dimension is None else \
-        normalize_axis(stop_dimension, x.ndim + 1, "collapse", x)
+
+    def dim(d, what):  # as JAX: a negative d counts from ndim (so -1 is the last axis)
+        d = static_int(d, "collapse", what)
+        d += x.ndim if d < 0 else 0
+        if not 0 <= d <= x.ndim:
+            raise ValueError(f"collapse: {what} {d} is out of range for {short(x)}")
+        return d
+    lo = dim(start_dimension, "start_dimension")
+    hi = x.ndim if stop_dimension is None else dim(stop_dimension, "stop_dimension")
     if lo > hi:
         raise ValueError(f"collapse: start {lo} after stop {hi} for {short(x)}")
     shape = tuple(x.shape)
@@ -241,7 +247,7 @@ def collapse(operand, start_dimension, stop_dimension=None):
 
 def index_in_dim(operand, index, axis=0, keepdims=True):
     x = _arr(operand, "index_in_dim")
-    axis = normalize_axis(axis, x.ndim, "index_in_dim", x)
+    axis = normalize_axis(axis, x.ndim, "index_in_dim", x, strict=True)
     n = x.shape[axis]
     i = int(index) + (n if int(index) < 0 else 0)
     if not 0 <= i < n:
@@ -302,6 +308,8 @@ def select_n(which, *cases):
 
 def optimization_barrier(operand):
     """Identity on values (a pytree); mirax's passes do not move ops across it anyway."""
+    for v in tree.leaves(operand):  # each leaf must be an array (returned as is)
+        _arr(v, "optimization_barrier")
     return operand
 
 
@@ -489,8 +497,8 @@ def reduce_xor(operand, axes):
 def split(operand, sizes, axis=0):
     """Consecutive pieces of the given sizes along axis (they must add up to its length)."""
     x = _arr(operand, "split")
-    axis = normalize_axis(axis, x.ndim, "split", x)
-    sizes = [int(s) for s in sizes]
+    axis = normalize_axis(axis, x.ndim, "split", x, strict=True)
+    sizes = [static_int(s, "split", "sizes") for s in sizes]
     if sum(sizes) != x.shape[axis] or builtins.min(sizes, default=0) < 0:
         raise ValueError(f"split: sizes {sizes} do not add up to axis {axis} of {short(x)}")
     starts = np.cumsum([0] + sizes)
@@ -526,7 +534,8 @@ def approx_min_k(operand, k, reduction_dimension=-1, recall_target=0.95,
 def broadcast_shapes(*shapes):
     """The NumPy broadcast of static shapes."""
     try:
-        return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
+        return tuple(int(d) for d in np.broadcast_shapes(
+            *(static_shape(s, "broadcast_shapes") for s in shapes)))
     except ValueError:
         raise ShapeError(f"broadcast_shapes: {', '.join(map(str, shapes))} do not broadcast "
                          "together") from None
@@ -558,6 +567,8 @@ def mulhi(x, y):
 
 def with_sharding_constraint(x, shardings):
     """x itself: mirax arrays live whole on one device."""
+    for v in tree.leaves(x):
+        _arr(v, "with_sharding_constraint")
     return x
 
 

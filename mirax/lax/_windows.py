@@ -32,6 +32,8 @@ __all__ = ["padtype_to_pads", "reduce_window", "associative_scan", "conv_general
 # --- windows -------------------------------------------------------------------------------
 def padtype_to_pads(in_shape, window_shape, window_strides, padding):
     """'SAME' / 'SAME_LOWER' / 'VALID' as (lo, hi) pairs (JAX's rule)."""
+    if not isinstance(padding, str):
+        raise TypeError(f"padding must be 'SAME', 'SAME_LOWER' or 'VALID', got {padding!r}")
     mode = padding.upper()
     if mode == "VALID":
         return [(0, 0)] * len(in_shape)
@@ -95,6 +97,8 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     if len(pads) != nd:
         raise ValueError(f"{op}: {len(pads)} padding pairs for {short(x)}")
     init = ew.convert_element_type(_arr(init_value, op), x.dtype)
+    if init.ndim:
+        raise ValueError(f"{op}: init_value must be a scalar, got {short(init)}")
     kind, identity = _monoid(computation, x.dtype)
     cfg = tuple((lo, hi, d - 1) for (lo, hi), d in zip(pads, bd))
     holes = any(v for c in cfg for v in c)
@@ -138,7 +142,7 @@ def associative_scan(fn, elems, reverse=False, axis=0):
     leaves = [_arr(v, "associative_scan") for v in leaves]
     if not leaves:
         return elems
-    axis = normalize_axis(axis, leaves[0].ndim, "associative_scan", leaves[0])
+    axis = normalize_axis(axis, leaves[0].ndim, "associative_scan", leaves[0], strict=True)
     n = leaves[0].shape[axis]
     if any(v.ndim <= axis or v.shape[axis] != n for v in leaves):
         raise ValueError("associative_scan: leaves disagree on the scanned axis: "

@@ -17,3 +17,7 @@ from mirax.nn.modules import (  # noqa: F401
     RMSNorm, Sequential, static_field)
 
 _sys.modules.setdefault(__name__ + ".initializers", init)
+
+from mirax.core.errors import name_public_functions as _name_public  # noqa: E402
+
+_name_public(globals(), [_n for _n in dir() if not _n.startswith("_")])  # errors name the op

@@ -27,3 +27,7 @@ from mirax.lax._windows import MONOIDS as _MONOIDS  # noqa: E402
 
 _MONOIDS.update({add: "add", multiply: "mul", maximum: "max", minimum: "min"})  # noqa: F405
 del _MONOIDS
+
+from mirax.core.errors import name_public_functions as _name_public  # noqa: E402
+
+_name_public(globals(), [_n for _n in dir() if not _n.startswith("_")])  # errors name the op

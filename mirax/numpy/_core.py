@@ -10,8 +10,10 @@ from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
-from mirax.ops.common import (normalize_axes, normalize_axis, operand, result_dtype, short,
-                               static_shape)
+from mirax.ops.common import (normalize_axes, normalize_axis, operand, short,
+                              static_int, static_shape)
+from mirax.ops.common import result_dtype as _result_dtype
+from mirax.ops.common import check_size as _check_size
 from mirax.ops.creation import asarray as _asarray
 from mirax.ops.dot import dot_general
 
@@ -30,16 +32,25 @@ def _dtype_or(dtype, default):
     return dtypes.canonicalize(dtype) if dtype is not None else default
 
 
+def _creation(shape, dtype, op):
+    shape, dtype = static_shape(shape, op), _dtype_or(dtype, dtypes.float32)
+    _check_size(shape, dtype, op)
+    return shape, dtype
+
+
 def zeros(shape, dtype=None, device=None):
-    return sh.full(static_shape(shape, "zeros"), 0, _dtype_or(dtype, dtypes.float32))
+    shape, dtype = _creation(shape, dtype, "zeros")
+    return sh.full(shape, 0, dtype)
 
 
 def ones(shape, dtype=None, device=None):
-    return sh.full(static_shape(shape, "ones"), 1, _dtype_or(dtype, dtypes.float32))
+    shape, dtype = _creation(shape, dtype, "ones")
+    return sh.full(shape, 1, dtype)
 
 
 def full(shape, fill_value, dtype=None, device=None):
     shape = static_shape(shape, "full")
+    _check_size(shape, dtypes.float32 if dtype is None else dtypes.canonicalize(dtype), "full")
     if dtype is None and isinstance(fill_value, (bool, int, float)):
         return sh.full(shape, fill_value, dtypes.python_scalar_dtype(fill_value))
     return sh.full(shape, fill_value, None if dtype is None else dtypes.canonicalize(dtype))
@@ -92,10 +103,10 @@ def arange(start, stop=None, step=None, dtype=None):
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     """np.linspace; array start / stop give one sequence per element, along `axis` of the
     result. Computed in float64, then cast."""
-    num = int(num)
+    num = static_int(num, "linspace", "num")
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
-    d = _dtype_or(dtype, _inexact_result(start, stop))
+    d = _dtype_or(dtype, _inexact_result("linspace", start, stop))
     if builtins.all(isinstance(v, (int, float, np.integer, np.floating))
                     for v in (start, stop)):
         if axis not in (0, -1):
@@ -127,15 +138,19 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return (out, step) if retstep else out
 
 
-def _inexact_result(*xs):
+def _inexact_result(op, *xs):
     """The dtype a float-valued creation function gives by default (JAX): the operands'
     promoted dtype when it is a float (a float64 start stays float64), else float32."""
-    d = result_dtype(*xs)[0]
+    d = _result_dtype(*(x if dtypes.is_python_scalar(x) else operand(x, op) for x in xs))[0]
     return d if dtypes.is_float(d) else dtypes.float32
 
 
 def eye(N, M=None, k=0, dtype=None):
-    M = N if M is None else M
+    N = static_int(N, "eye", "N")
+    M = N if M is None else static_int(M, "eye", "M")
+    k = static_int(k, "eye", "k")
+    if N < 0 or M < 0:
+        raise ValueError(f"eye: N and M must be non-negative, got {N}, {M}")
     d = _dtype_or(dtype, dtypes.float32)
     rows = sh.iota(dtypes.int32, (N, M), 0)
     cols = sh.iota(dtypes.int32, (N, M), 1)
@@ -143,6 +158,9 @@ def eye(N, M=None, k=0, dtype=None):
 
 
 def identity(n, dtype=None):
+    n = static_int(n, "identity", "n")
+    if n < 0:
+        raise ValueError(f"identity: n must be non-negative, got {n}")
     return eye(n, dtype=dtype)
 
 

@@ -196,5 +196,10 @@ def _from_sublists(args):
 
 def einsum_path(subscripts, *operands, optimize="greedy"):
     """The contraction order einsum uses: left to right."""
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum_path: subscripts must be a string, got "
+                        f"{type(subscripts).__name__}")
+    for x in operands:
+        operand(x, "einsum_path")
     n = len(operands)
     return [("einsum_path",) + tuple((0, 1) for _ in range(n - 1))], "left-to-right"

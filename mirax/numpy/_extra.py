@@ -25,15 +25,17 @@ from mirax.numpy._indexing import _concrete, diag, nonzero
 from mirax.numpy._sorting import cumsum
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
-from mirax.ops.common import float_operand, normalize_axis, operand, promote, short
+from mirax.ops.common import (float_operand, normalize_axis, operand, promote, short, static_int,
+                              static_shape)
 from mirax.transforms.vmap import vmap
-from mirax.ops.common import result_dtype
+from mirax.ops.common import result_dtype as _result_dtype
 from mirax.ops.loops import while_loop
 from mirax.lax._special import bessel_i0e, bessel_i1e
 from mirax.transforms.custom import custom_jvp
 from mirax.core.errors import ConcretizationError
 
 __all__ = [
+    "broadcast_shapes",
     # Array API aliases and dtype helpers
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "pow", "concat",
     "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "matrix_transpose",
@@ -194,8 +196,20 @@ def iscomplexobj(x):
         return False
     d = getattr(x, "dtype", None)
     if d is None:
-        return isinstance(x, complex) or np.iscomplexobj(x)
+        if isinstance(x, (list, tuple)):
+            return builtins.any(iscomplexobj(e) for e in x)  # ragged lists too
+        return isinstance(x, complex)
     return np.dtype(d).kind == "c"
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    """The shape that arrays of the given shapes broadcast to (np.broadcast_shapes)."""
+    shapes = [static_shape(s, "broadcast_shapes") for s in shapes]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"broadcast_shapes: shapes {', '.join(map(str, shapes))} do not "
+                         "broadcast together") from None
 
 
 def isrealobj(x):
@@ -239,6 +253,10 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
         parts = [sh.expand_dims(start, 0), sh.slice_in_dim(out, 1, n - (last is not None))]
         out = sh.concatenate(parts + ([sh.expand_dims(last, 0)] if last is not None else []),
                              0)
+    # endpoints of different signs, or a zero one, have no geometric sequence: NaN (as JAX)
+    bad = sh.broadcast_in_dim(ew.le(ew.mul(start, stop), 0.0), out.shape,
+                              tuple(range(1, out.ndim)))
+    out = ew.select(bad, ew.add(ew.zeros_like(out), math.nan), out)
     if not dtypes.is_float(d):
         out = ew.mul(out, 1.0 + 1e-14)   # toward larger magnitude: trunc(1.9999999999999996)
     if out.ndim > 1:
@@ -248,10 +266,13 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
 
 def tri(N, M=None, k=0, dtype=None):
     """Ones at and below diagonal k of an N x M matrix."""
-    M = N if M is None else M
+    N = static_int(N, "tri", "N")
+    M = N if M is None else static_int(M, "tri", "M")
+    if N < 0 or M < 0:
+        raise ValueError(f"tri: N and M must be non-negative, got {N}, {M}")
     rows = sh.iota(dtypes.int32, (N, M), 0)
     cols = sh.iota(dtypes.int32, (N, M), 1)
-    mask = ew.le(ew.sub(cols, rows), int(k))
+    mask = ew.le(ew.sub(cols, rows), static_int(k, "tri", "k"))
     return ew.convert_element_type(mask, dtypes.float32 if dtype is None
                                    else dtypes.canonicalize(dtype))
 
@@ -261,11 +282,21 @@ def _index_arrays(idx):
 
 
 def tril_indices(n, k=0, m=None):
-    return _index_arrays(np.tril_indices(int(n), int(k), None if m is None else int(m)))
+    op = "tril_indices"
+    n, k = static_int(n, op, "n"), static_int(k, op, "k")
+    m = None if m is None else static_int(m, op, "m")
+    if n < 0 or (m is not None and m < 0):
+        raise ValueError(f"{op}: n and m must be non-negative, got {n}, {m}")
+    return _index_arrays(np.tril_indices(n, k, m))
 
 
 def triu_indices(n, k=0, m=None):
-    return _index_arrays(np.triu_indices(int(n), int(k), None if m is None else int(m)))
+    op = "triu_indices"
+    n, k = static_int(n, op, "n"), static_int(k, op, "k")
+    m = None if m is None else static_int(m, op, "m")
+    if n < 0 or (m is not None and m < 0):
+        raise ValueError(f"{op}: n and m must be non-negative, got {n}, {m}")
+    return _index_arrays(np.triu_indices(n, k, m))
 
 
 def _matrix_shape(arr, op):
@@ -286,9 +317,10 @@ def triu_indices_from(arr, k=0):
 
 
 def diag_indices(n, ndim=2):
-    if int(n) < 0 or int(ndim) < 0:
+    n, ndim = static_int(n, "diag_indices", "n"), static_int(ndim, "diag_indices", "ndim")
+    if n < 0 or ndim < 0:
         raise ValueError(f"diag_indices: n and ndim must be non-negative, got {n}, {ndim}")
-    return (core.arange(int(n)),) * int(ndim)
+    return (core.arange(n),) * ndim
 
 
 def diag_indices_from(arr):
@@ -349,7 +381,7 @@ def vander(x, N=None, increasing=False):
     x = operand(x, "vander")
     if x.ndim != 1:
         raise ValueError(f"vander: x must be 1-D, got {short(x)}")
-    N = x.shape[0] if N is None else int(N)
+    N = x.shape[0] if N is None else static_int(N, "vander", "N")
     if N < 0:
         raise ValueError(f"vander: N must be non-negative, got {N}")
     cols = [ew.ones_like(x), x][:N]
@@ -457,7 +489,7 @@ class _AxisConcat:
 
 
 def _promoted(xs):
-    return result_dtype(*xs)
+    return _result_dtype(*xs)
 
 
 r_ = _AxisConcat(0, 1, -1, "r_")
@@ -626,7 +658,7 @@ def i0(x):
 def unwrap(p, discont=None, axis=-1, period=2 * math.pi):
     """Add multiples of `period` where consecutive values jump by more than `discont`."""
     p = operand(p, "unwrap")
-    ax = normalize_axis(axis, p.ndim, "unwrap", p)
+    ax = normalize_axis(axis, p.ndim, "unwrap", p, strict=True)
     p, period = promote("unwrap", p, period)
     if p.shape[ax] == 0:
         return p

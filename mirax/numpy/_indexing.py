@@ -62,7 +62,8 @@ def _classify(i, op):
     if isinstance(i, (Array, Tracer)):
         kind = i.dtype
         if kind == np.bool_:
-            return "mask", i
+            c = _concrete(i) if i.ndim == 0 else None  # x[array(True)] is x[True]
+            return ("bool0", bool(np.asarray(c))) if c is not None else ("mask", i)
         if not dtypes.is_int(kind):
             raise IndexError(f"{op}: indices must be integers or booleans, got {short(i)}")
         if i.ndim == 0:
@@ -75,7 +76,7 @@ def _classify(i, op):
         if a.size == 0 and a.dtype.kind == "f":
             a = a.astype(np.int32)
         if a.dtype == np.bool_:
-            return "mask", a
+            return ("bool0", bool(a)) if a.ndim == 0 else ("mask", a)
         if a.dtype.kind not in "iu":
             raise IndexError(f"{op}: indices must be integers or booleans, got "
                              f"{a.dtype} array")
@@ -360,21 +361,21 @@ class _IndexUpdateRef:
         return getitem(self.x, self.idx, modes[mode], fill_value)
 
     def set(self, values, *, mode=None, **kw):
-        return _update(self.x, self.idx, values, "set", mode)
+        return _update(self.x, self.idx, values, "set", mode, kw)
 
     def add(self, values, *, mode=None, **kw):
-        return _update(self.x, self.idx, values, "add", mode)
+        return _update(self.x, self.idx, values, "add", mode, kw)
 
     def mul(self, values, *, mode=None, **kw):
-        return _update(self.x, self.idx, values, "mul", mode)
+        return _update(self.x, self.idx, values, "mul", mode, kw)
 
     multiply = mul
 
     def min(self, values, *, mode=None, **kw):
-        return _update(self.x, self.idx, values, "min", mode)
+        return _update(self.x, self.idx, values, "min", mode, kw)
 
     def max(self, values, *, mode=None, **kw):
-        return _update(self.x, self.idx, values, "max", mode)
+        return _update(self.x, self.idx, values, "max", mode, kw)
 
 
 def _out_shape(plan, y_shape):
@@ -385,10 +386,20 @@ def _out_shape(plan, y_shape):
     return tuple(shape)
 
 
-def _update(x, idx, values, op, mode=None):
+_UPDATE_MODES = (None, "clip", "drop", "fill", "promise_in_bounds")
+_UPDATE_HINTS = ("indices_are_sorted", "unique_indices")  # JAX's hints: accepted, unused
+
+
+def _update(x, idx, values, op, mode=None, kw=None):
     """x with values combined at idx; out-of-bounds updates are dropped (mode="clip"
     clamps them instead), as in JAX."""
     name = f"at[...].{op}"
+    if mode not in _UPDATE_MODES:
+        raise ValueError(f"{name}: mode must be one of 'clip', 'drop', 'fill' or "
+                         f"'promise_in_bounds', got {mode!r}")
+    bad = sorted(set(kw or ()) - set(_UPDATE_HINTS))
+    if bad:
+        raise TypeError(f"{name}: unexpected keyword arguments {bad}")
     x = operand(x, name)
     plan = _parse(x, idx, name)
     v = cast(values, x.dtype, op=name)

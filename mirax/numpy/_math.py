@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops.common import float_operand, operand, promote, short
@@ -22,7 +24,6 @@ exp, exp2, expm1, log, log1p, sqrt, cbrt = ew.exp, ew.exp2, ew.expm1, ew.log, ew
 sin, cos, tan, arcsin, arccos, arctan = ew.sin, ew.cos, ew.tan, ew.asin, ew.acos, ew.atan
 sinh, cosh, tanh, arcsinh, arccosh, arctanh = ew.sinh, ew.cosh, ew.tanh, ew.asinh, ew.acosh, \
     ew.atanh
-arctan2 = ew.atan2
 isfinite = ew.is_finite
 
 
@@ -40,6 +41,11 @@ def true_divide(x, y):
 
 
 divide = true_divide
+
+
+def arctan2(x1, x2):
+    """Integer inputs give float32 (NumPy's float64 would break the dtype contract)."""
+    return ew.atan2(*_float_pair(x1, x2, "arctan2"))
 
 
 def floor_divide(x, y):
@@ -229,6 +235,9 @@ def bitwise_xor(x, y):
 
 
 def invert(x):
+    x = operand(x, "invert")
+    if not (dtypes.is_int(x.dtype) or x.dtype == np.bool_):
+        raise TypeError(f"invert: requires integer or boolean operands, got {short(x)}")
     return ew.logical_not(x)
 
 

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from mirax.core.array import Array
-from mirax.core.errors import ConcretizationError
+from mirax.core.errors import ConcretizationError, check_callable
 from mirax.core.trace import Tracer
 from mirax.numpy import _core as c
 from mirax.numpy import _indexing as ixn
@@ -219,8 +219,14 @@ def apply_along_axis(func1d, axis, arr, *args, **kwargs):
 
 def apply_over_axes(func, a, axes):
     """func(a, axis) applied over each axis in turn, keeping the dimensions."""
+    check_callable(func, "apply_over_axes")
     x = operand(a, "apply_over_axes")
-    for axis in ([axes] if isinstance(axes, int) else axes):
+    axes = [axes] if isinstance(axes, int) else axes
+    if isinstance(axes, str) or not hasattr(axes, "__iter__"):
+        raise TypeError(f"apply_over_axes: axes must be an int or a sequence of ints, got "
+                        f"{axes!r}")
+    for axis in axes:
+        normalize_axis(axis, x.ndim, "apply_over_axes", x)
         b = operand(func(x, axis))
         if b.ndim == x.ndim - 1:
             b = sh.expand_dims(b, normalize_axis(axis, x.ndim, "apply_over_axes", x))
@@ -251,6 +257,10 @@ def vectorize(pyfunc, *, excluded=frozenset(), signature=None):
     """A function mapping pyfunc over the broadcast leading (loop) dimensions of its
     arguments by nested vmaps. `excluded` names positions / keywords passed through as is;
     `signature` ('(n),(n)->()') names the core dimensions each argument keeps."""
+    check_callable(pyfunc, "vectorize")
+    if signature is not None and not isinstance(signature, str):
+        raise TypeError(f"vectorize: signature must be a string like '(n),(n)->()', got "
+                        f"{type(signature).__name__}")
     import functools
 
     excluded = frozenset(excluded)

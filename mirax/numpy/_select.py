@@ -193,11 +193,20 @@ def put(a, ind, v, mode=None, *, inplace=True):
 
 
 def _static_obj(obj, op):
+    if not isinstance(obj, (int, np.integer, list, tuple, np.ndarray, Array, Tracer)):
+        raise TypeError(f"{op}: indices must be ints, a slice or an integer or boolean array, "
+                        f"got {type(obj).__name__}")
     v = ixn._concrete(obj)
     if v is None:
         raise ConcretizationError(f"{op}: the indices {short(obj)} must be static (they fix "
                                   "the result shape); pass a concrete array or ints")
-    return np.asarray(v)
+    try:
+        v = np.asarray(v)
+    except ValueError:
+        raise TypeError(f"{op}: ragged indices {obj!r}") from None
+    if v.dtype.kind not in "iub" and v.size:  # NOTE: astype(int) would truncate 2.5
+        raise TypeError(f"{op}: indices must be integers or booleans, got {v.dtype} values")
+    return v
 
 
 def insert(arr, obj, values, axis=None):

@@ -20,8 +20,9 @@ from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.sort import sort
 from mirax.ops.common import broadcast_shapes as _broadcast_operands
+from mirax.ops.common import result_dtype as _result_dtype
 from mirax.ops.common import (
-    cast, normalize_axes, normalize_axis, operand, promote, result_dtype,
+    cast, normalize_axes, normalize_axis, operand, promote,
     short, static_int)
 from mirax.numpy._core import (all as _all, matmul, max as _max, max as amax, mean,
                                min as _min, min as amin, prod as _prod, sum as _sum)
@@ -104,7 +105,7 @@ def _split_bounds(n, indices_or_sections, op, x, even):
 
 def _split(ary, indices_or_sections, axis, op, even):
     x = operand(ary, op)
-    ax = normalize_axis(axis, x.ndim, op, x)
+    ax = normalize_axis(axis, x.ndim, op, x, strict=True)
     b = _split_bounds(x.shape[ax], indices_or_sections, op, x, even)
     return [sh.slice_in_dim(x, int(s), int(builtins.max(s, e)), axis=ax)
             for s, e in zip(b[:-1], b[1:])]
@@ -179,10 +180,16 @@ def flip(m, axis=None):
 
 
 def fliplr(m):
+    m = operand(m, "fliplr")
+    if m.ndim < 2:
+        raise ValueError(f"fliplr: the input must be at least 2-D, got {short(m)}")
     return flip(m, 1)
 
 
 def flipud(m):
+    m = operand(m, "flipud")
+    if m.ndim < 1:
+        raise ValueError(f"flipud: the input must be at least 1-D, got {short(m)}")
     return flip(m, 0)
 
 
@@ -389,7 +396,10 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
         parts.append(e)
     if len(parts) > 1:
         x = sh.concatenate(parts, ax)
-    for _ in range(int(n)):
+    n = static_int(n, "diff", "n")
+    if n < 0:
+        raise ValueError(f"diff: order n must be non-negative, got {n}")
+    for _ in range(n):
         m = x.shape[ax]
         hi = sh.slice_in_dim(x, 1, builtins.max(m, 1), axis=ax)
         lo = sh.slice_in_dim(x, 0, builtins.max(m - 1, 0), axis=ax)
@@ -494,7 +504,7 @@ def broadcast_arrays(*args):
 def _dtype_like(x):
     """(dtype, weak) for an array, Python scalar, or dtype specifier."""
     if isinstance(x, (Array, Tracer, bool, int, float, np.ndarray, np.generic)):
-        return result_dtype(x)
+        return _result_dtype(x)
     return dtypes.canonicalize(x), False
 
 
@@ -551,7 +561,7 @@ def array_equal(a1, a2, equal_nan=False):
     if tuple(a.shape) != tuple(b.shape):
         return operand(False)
     eq = ew.eq(*promote("array_equal", a, b))
-    if equal_nan and dtypes.is_float(result_dtype(a, b)[0]):
+    if equal_nan and dtypes.is_float(_result_dtype(a, b)[0]):
         eq = ew.logical_or(eq, ew.logical_and(ew.ne(a, a), ew.ne(b, b)))
     return _all(eq)
 
@@ -644,8 +654,8 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
             raise ShapeError(f"average: weights {short(w)} do not match axis {ax} of "
                              f"{short(x)}")
         w = sh.broadcast_in_dim(w, tuple(x.shape), (ax,))
-    d = dtypes.promote_types(result_dtype(x, w)[0], dtypes.float32) \
-        if not dtypes.is_float(result_dtype(x, w)[0]) else result_dtype(x, w)[0]
+    d = dtypes.promote_types(_result_dtype(x, w)[0], dtypes.float32) \
+        if not dtypes.is_float(_result_dtype(x, w)[0]) else _result_dtype(x, w)[0]
     x, w = ew.convert_element_type(x, d), ew.convert_element_type(w, d)
     wsum = _sum(w, axis=axis, keepdims=keepdims)
     avg = ew.div(_sum(ew.mul(x, w), axis=axis, keepdims=keepdims), wsum)
@@ -653,6 +663,9 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
 
 
 def ptp(a, axis=None, keepdims=False):
+    a = operand(a, "ptp")
+    if a.dtype == np.bool_:  # max - min of booleans: JAX raises too
+        raise TypeError(f"ptp: boolean input {short(a)} has no difference; convert it first")
     return ew.sub(_max(a, axis=axis, keepdims=keepdims), _min(a, axis=axis, keepdims=keepdims))
 
 

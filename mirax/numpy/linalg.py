@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mirax.core.errors import name_public_functions
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.errors import ShapeError
@@ -18,9 +19,9 @@ from mirax.ops import linalg as la
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops.common import (
-    float_operand, normalize_axes, power_by_squaring, promote, short)
+    float_operand, normalize_axes, normalize_axis, operand, power_by_squaring, promote, short,
+    static_int)
 from mirax.numpy._core import matmul as mm
-from mirax.ops.common import operand
 from mirax.numpy._indexing import trace as tr, diagonal as dg
 from mirax.numpy import cross as cr, tensordot as td
 
@@ -74,6 +75,8 @@ def solve(a, b):
     a, b = promote("solve", float_operand(a, "solve"), float_operand(b, "solve"))
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"solve: a must be square matrices (..., m, m), got {short(a)}")
+    if b.ndim == 0:
+        raise ValueError(f"solve: b must be a vector or a matrix, got {short(b)}")
     vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
     if vector:
         b = sh.expand_dims(b, b.ndim)
@@ -140,7 +143,7 @@ def matmul(a, b):
 
 def matrix_power(a, n):
     """a @ a @ ... (n times) by repeated squaring; negative n inverts first."""
-    a, n = operand(a, "matrix_power"), int(n)
+    a, n = operand(a, "matrix_power"), static_int(n, "matrix_power", "n")
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ValueError(f"matrix_power: expected square matrices, got {short(a)}")
     if n == 0:
@@ -297,6 +300,8 @@ def outer(x1, x2):
 
 def cross(x1, x2, axis=-1):
     x1, x2 = float_operand(x1, "cross"), float_operand(x2, "cross")
+    for x in (x1, x2):
+        normalize_axis(axis, x.ndim, "cross", x, strict=True)
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError(f"cross: vectors of 3 along axis {axis}, got {short(x1)} and "
                          f"{short(x2)}")
@@ -426,3 +431,6 @@ def tensorsolve(a, b, axes=None):
         raise ValueError(f"tensorsolve: {short(a)} and {short(b)} do not make a square system")
     x = la.solve(sh.reshape(a, (rows, cols)), sh.reshape(b, (rows, 1)))
     return sh.reshape(x, xshape)
+
+
+name_public_functions(globals(), __all__)  # every message names the op

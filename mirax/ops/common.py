@@ -3,16 +3,22 @@ axis normalization and shape checks. Errors name the operation and the shapes in
 notation, and are raised here, in the wrappers, before anything runs."""
 from __future__ import annotations
 
+import math
+import operator
+import os
+
 import numpy as np
 
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
+from mirax.core.errors import IntegerOverflowError
 from mirax.core.trace import Tracer, aval_of
 from mirax.core.errors import ConcretizationError
 from mirax.core.errors import ShapeError
 
 Operand = (Array, Tracer)
+_DIRECT = (Array, Tracer, np.ndarray, np.generic)  # what dtype_weak reads without converting
 
 
 def short(x) -> str:
@@ -39,7 +45,7 @@ def _scalar_buf(x, dtype):
     try:
         return np.asarray(x, dtype)
     except OverflowError:
-        raise OverflowError(f"Python int {x} does not fit in {dtype}") from None
+        raise IntegerOverflowError(f"Python int {x} does not fit in {dtype}") from None
 
 
 def dtype_weak(x) -> tuple[np.dtype, bool]:
@@ -65,6 +71,8 @@ def promote(op: str, *xs):
     if len(xs) == 2 and isinstance(xs[0], Array) and isinstance(xs[1], Array) and \
             xs[0]._buf.dtype == xs[1]._buf.dtype and xs[0]._weak == xs[1]._weak:
         return xs  # the eager fast path: nothing to do
+    xs = tuple(x if isinstance(x, _DIRECT) or dtypes.is_python_scalar(x) else operand(x, op)
+               for x in xs)  # lists, DLPack objects; None or a string raises naming op
     dtype, weak = result_dtype(*xs)
     return tuple(cast(x, dtype, weak, op) for x in xs)
 
@@ -94,10 +102,12 @@ def same_shapes(op: str, xs, what: str = "operands") -> None:
                          f"{', '.join(short(x) for x in xs)}")
 
 
-def normalize_axis(axis: int, ndim: int, op: str, x=None) -> int:
+def normalize_axis(axis: int, ndim: int, op: str, x=None, strict: bool = False) -> int:
+    """axis in [0, ndim); axis 0 (or -1) of a 0-d array passes unless `strict` (an op that
+    indexes along the axis: a reduction over all of a scalar's no axes is fine)."""
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and (strict or axis not in (0, -1))):
         what = f" for {short(x)}" if x is not None else f" for an array of rank {ndim}"
         raise ValueError(f"{op}: axis {axis} is out of range{what}")
     return int(axis) % ndim if ndim else 0
@@ -139,18 +149,60 @@ def static_int(x, op: str, what: str) -> int:
         raise ConcretizationError(f"{op}: {what} must be static (a Python int), got a traced "
                                   f"{x.aval.str_short()}")
     try:
-        return int(x)
+        return operator.index(x)  # ints, NumPy ints, 0-d integer arrays
+    except TypeError:
+        pass
+    try:
+        f = float(x)
     except (TypeError, ValueError):
-        raise TypeError(f"{op}: {what} must be an int, got {x!r}") from None
+        raise TypeError(f"{op}: {what} must be an int, got {type(x).__name__} {x!r}") from None
+    if math.isfinite(f) and f == int(f):  # NOTE: int() alone would truncate 2.5 to 2
+        return int(f)
+    raise TypeError(f"{op}: {what} must be an integer, got {x!r}")
+
+
+def static_float(x, op: str, what: str) -> float:
+    """A Python float from a static argument (a scale, an epsilon), with a clear error."""
+    if isinstance(x, Tracer):
+        static_int(x, op, what)  # raises ConcretizationError naming the argument
+    if isinstance(x, (str, bytes)) or x is None:
+        raise TypeError(f"{op}: {what} must be a number, got {type(x).__name__} {x!r}")
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{op}: {what} must be a number, got {type(x).__name__} {x!r}") from None
 
 
 def static_shape(shape, op: str) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)) or isinstance(shape, Tracer) and not shape.shape:
+    if isinstance(shape, (str, bytes)) or shape is None:
+        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {shape!r}")
+    if not hasattr(shape, "__iter__") or isinstance(shape, Operand + (np.ndarray,)) and \
+            not shape.shape:
         shape = (shape,)
     out = tuple(static_int(d, op, "shape") for d in shape)
     if any(d < 0 for d in out):
         raise ValueError(f"{op}: negative dimension in shape {out}")
     return out
+
+
+def _host_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+HOST_BYTES = _host_bytes()
+
+
+def check_size(shape, dtype, op: str) -> None:
+    """Raise, naming op and the size, for an array larger than this machine's memory (NumPy
+    would fail later, in whatever op first writes it, with its own allocation error)."""
+    n = math.prod(shape) * np.dtype(dtype).itemsize
+    if HOST_BYTES is not None and n > HOST_BYTES:
+        raise ValueError(f"{op}: {dtypes.short_name(dtype)}[{','.join(map(str, shape))}] "
+                         f"needs {n / 2**30:.4g} GiB, more than this machine's memory "
+                         f"({HOST_BYTES / 2**30:.4g} GiB)")
 
 
 def batch_size(args, dims) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from mirax.core import dtypes, tree
+from mirax.core.errors import ConcretizationError
 from mirax.core.primitive import Primitive
 from mirax.core.trace import Tracer, aval_of, state
 from mirax.graph.graph import Var
@@ -40,6 +41,7 @@ def cond(pred, true_fun, false_fun, *operands):
     if p.shape != ():
         raise TypeError(f"cond: pred must be a scalar, got {short(p)}")
     if not isinstance(p, Tracer) and not state.active:   # eager: run the taken branch
+        _check_eager("cond", (false_fun, true_fun), operands)
         return _as_arrays((true_fun if bool(np.asarray(p)) else false_fun)(*operands), "cond")
     if p.dtype != np.bool_:
         p = elementwise_ops.ne(p, 0)
@@ -57,11 +59,33 @@ def switch(index, branches, *operands):
         raise TypeError(f"switch: index must be an integer scalar, got {short(i)}")
     n = len(branches)
     if not isinstance(i, Tracer) and not state.active:
+        _check_eager("switch", branches, operands)
         return _as_arrays(branches[min(max(int(np.asarray(i)), 0), n - 1)](*operands), "switch")
     i = elementwise_ops.convert_element_type(i, dtypes.int32)
     if n > 1:
         i = elementwise_ops.min(elementwise_ops.max(i, 0), n - 1)
     return _switch("switch", i, branches, operands)
+
+
+def _check_eager(op, branches, operands):
+    """Eagerly only the taken branch runs, but the branches must agree as under jit (JAX
+    traces them all): trace each to compare their outputs. A branch that needs concrete
+    values (Python control flow on an operand) cannot be traced; it then goes unchecked."""
+    leaves, in_tree = tree.flatten(tuple(operands))
+    avals = [aval_of(operand(x, op)) for x in leaves]
+    traced = []
+    for k, fn in enumerate(branches):
+        if not callable(fn):
+            raise TypeError(f"{op}: {_branch_name(op, k)} must be a function, got "
+                            f"{type(fn).__name__}")
+
+        def flat(*xs, fn=fn):
+            return tree.flatten(fn(*tree.unflatten(in_tree, list(xs))))
+        try:
+            traced.append(trace_fn(flat, avals, f"branch{k}", op))
+        except ConcretizationError:
+            return
+    _check_branches(op, traced)
 
 
 def _as_arrays(out, op):

@@ -20,7 +20,7 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.core.errors import DTypeError, ShapeError
-from mirax.ops.common import batch_size, float_operand, promote, short
+from mirax.ops.common import batch_size, float_operand, promote, short, static_int
 from mirax.ops.composite import composite
 from mirax.ops.elementwise import add, convert_element_type, div
 from mirax.ops.reduction import reduce_max, reduce_sum
@@ -285,9 +285,10 @@ def _batch_groups_as_channels(lhs, rhs, g, fgc, op):
 
 
 def _pair(v, op, what):
-    if isinstance(v, (int, np.integer)):
-        return (int(v), int(v))
-    v = tuple(int(a) for a in v)
+    if not hasattr(v, "__iter__") or isinstance(v, str):
+        v = static_int(v, op, what)
+        return (v, v)
+    v = tuple(static_int(a, op, what) for a in v)
     if len(v) != 2:
         raise ValueError(f"{op}: {what} must be an int or a pair, got {v}")
     return v
@@ -417,6 +418,9 @@ def _pool_params(x, kernel_size, stride, padding, op):
     kernel = _pair(kernel_size, op, "kernel_size")
     stride = kernel if stride is None else _pair(stride, op, "stride")
     padding = _pair(padding, op, "padding")
+    if min(kernel) < 1 or min(stride) < 1 or min(padding) < 0:
+        raise ValueError(f"{op}: kernel_size and stride must be positive and padding "
+                         f"non-negative, got kernel {kernel}, stride {stride}, padding {padding}")
     if any(2 * p > k for p, k in zip(padding, kernel)):
         raise ValueError(f"{op}: padding {padding} must be at most half the kernel {kernel}")
     if any(h + 2 * p < k for h, p, k in zip(x.shape[2:], padding, kernel)):

@@ -25,7 +25,11 @@ def _host_array(obj) -> tuple[np.ndarray, bool]:
         _, weak = dtypes.input_dtype(obj)  # raises a clear TypeError for unsupported dtypes
         return np.array(obj), weak  # a copy: mx.Array is immutable
     if isinstance(obj, (list, tuple)):
-        leaves = np.asarray(obj)
+        try:
+            leaves = np.asarray(obj)
+        except ValueError:  # NumPy: "setting an array element with a sequence"
+            raise TypeError("asarray: ragged nested sequence (rows of different lengths)") \
+                from None
         if leaves.dtype == object:
             raise TypeError("asarray: ragged or non-numeric nested sequence")
         if leaves.dtype.kind == "f":

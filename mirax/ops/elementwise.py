@@ -438,7 +438,11 @@ def min(x, y):
 
 
 def atan2(x, y):
-    return _bind2(atan2_p, x, y)
+    x, y = promote("atan2", x, y)
+    if not dtypes.is_float(x.dtype):  # JAX: lax.atan2 takes floats only (NumPy's: float64)
+        raise TypeError(f"atan2: requires floating-point operands, got {short(x)} and "
+                        f"{short(y)}; mirax.numpy.arctan2 converts integers")
+    return atan2_p.bind(x, y)
 
 
 def nextafter(x, y):
@@ -500,21 +504,27 @@ def logical_not(x):
     return not_p.bind(operand(x, "not"))
 
 
-def _unary_wrapper(p):
-    kinds = "f" if p.float_only else "fiub"
+def _unary_wrapper(p, kinds=None):
+    kinds = kinds or ("f" if p.float_only else "fiub")
 
     def wrapper(x):
         if type(x) is Array and not (_busy[0] and _state.active) and not _nonhost[0]:
             b = x._buf
             if b.dtype.kind in kinds:
                 return Array(p.impl(b), p.keeps_weak and x._weak)
-        return p.bind(float_operand(x, p.name) if p.float_only else operand(x, p.name))
+        if p.float_only:
+            return p.bind(float_operand(x, p.name))
+        x = operand(x, p.name)
+        if x.dtype == np.bool_ and "b" not in kinds:
+            raise TypeError(f"{p.name}: does not accept {short(x)} (JAX: integer, floating "
+                            "or complex operands)")
+        return p.bind(x)
     wrapper.__name__ = p.name
     return wrapper
 
 
-neg, sign, floor, ceil, round, trunc, abs = map(
-    _unary_wrapper, (neg_p, sign_p, floor_p, ceil_p, round_p, trunc_p, abs_p))
+floor, ceil, round, trunc, abs = map(_unary_wrapper, (floor_p, ceil_p, round_p, trunc_p, abs_p))
+neg, sign = _unary_wrapper(neg_p, "fiu"), _unary_wrapper(sign_p, "fiu")  # bool: JAX raises
 
 
 class RoundingMethod(enum.IntEnum):

@@ -4,8 +4,13 @@ segment reductions (segment_sum / mean / max / softmax) of message passing.
 Where it sits: mirax.nn.functional re-exports these wrappers (and mirax.ops.nn, where they
 lived before); each is a primitive (segment_softmax a fused composite, see
 ops/composite.py) with all its rules, lowered by the backends (CPU: np.add.at kernels).
-Rows are axis 0; segment ids / indices are 1-d integer arrays, checked against the row
-count when they are concrete.
+Rows are axis 0; segment ids / indices are 1-d integer arrays.
+
+Out-of-range ids (negative, or >= the row count) follow JAX and never raise, eagerly or
+under jit (the same result both ways): index_add and the segment reductions drop their rows
+(jax.ops.segment_sum), index_select reads zeros for them (so that it stays index_add's
+adjoint), and embedding is table[ids] as in JAX (negative ids count from the end, the rest
+are clamped). A vmap that offsets each member's ids keeps an out-of-range id out of range.
 """
 from __future__ import annotations
 
@@ -18,10 +23,10 @@ from mirax.core.trace import aval_of
 from mirax.ops.common import batch_size, float_operand, operand, short, static_int
 from mirax.ops.composite import cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
-    add, convert_element_type, div, eq, exp, is_finite, max, mul, select, sub, zeros_like)
+    add, convert_element_type, div, eq, exp, ge, is_finite, logical_and, lt, max, min, mul,
+    select, sub, zeros_like)
 from mirax.ops.shape import broadcast_in_dim, iota, reshape
-from mirax.core.array import Array
-from mirax.ops import shape as shape_ops
+from mirax.ops.shape import moveaxis, full
 from mirax.interpreters.vmap import move_bdim
 
 
@@ -29,18 +34,20 @@ from mirax.interpreters.vmap import move_bdim
 # index_select(x, idx)[i] = x[idx[i]]; index_add(x, idx, num_rows)[r] = sum of x[i] with
 # idx[i] = r, accumulated in index order (np.add.at), so repeated indices are bitwise
 # deterministic. Both are linear in x: each one's transpose is the other.
-def _check_indices(idx, n, op):
-    if isinstance(idx, Array) and idx.size:
-        buf = np.asarray(idx)
-        lo, hi = int(buf.min()), int(buf.max())
-        if lo < 0 or hi >= n:
-            raise ValueError(f"{op}: index {lo if lo < 0 else hi} is out of range for {n} rows")
-
-
-def check_rows(idx, n, op):
+def valid_rows(x, idx, n):
+    """(x, idx) without the rows whose index is outside [0, n) (they are dropped)."""
     if idx.size and (idx.min() < 0 or idx.max() >= n):
-        bad = idx.min() if idx.min() < 0 else idx.max()
-        raise ValueError(f"{op}: index {bad} is out of range for {n} rows")
+        keep = (idx >= 0) & (idx < n)
+        return x[keep], idx[keep]
+    return x, idx
+
+
+def _offset_ids(ids, num):
+    """Batched ids [b, k] as flat ids into b * num rows (member i's at i * num); an id
+    outside [0, num) stays outside (-1), so that it cannot land in another member's rows."""
+    inside = logical_and(ge(ids, 0), lt(ids, num))
+    off = add(ids, mul(iota(ids.dtype, ids.shape, 0), num))
+    return reshape(select(inside, off, add(zeros_like(ids), -1)), (-1,))
 
 
 def _index_operands(x, idx, op):
@@ -59,7 +66,8 @@ def _scatter_operands(x, idx, num, op, param, what):
     num = static_int(num, op, param)
     if idx.shape[0] != x.shape[0]:
         raise ValueError(f"{op}: {short(idx)} {what} for {short(x)} rows")
-    _check_indices(idx, num, op)
+    if num < 0:
+        raise ValueError(f"{op}: {param} must be non-negative, got {num}")
     return x, idx, num
 
 
@@ -69,7 +77,6 @@ index_add_p = Primitive("index_add")
 
 def index_select(x, idx):
     x, idx = _index_operands(x, idx, "index_select")
-    _check_indices(idx, x.shape[0], "index_select")
     return index_select_p.bind(x, idx)
 
 
@@ -79,7 +86,13 @@ index_select_p.def_abstract_eval(
 
 @index_select_p.def_impl
 def _index_select_impl(x, idx):
-    check_rows(idx, x.shape[0], "index_select")
+    n = x.shape[0]
+    if idx.size and (idx.min() < 0 or idx.max() >= n):  # out of range: a zero row
+        inside = (idx >= 0) & (idx < n)
+        out = np.take(x, np.where(inside, idx, 0), axis=0) if n else \
+            np.zeros((idx.shape[0],) + x.shape[1:], x.dtype)
+        out[~inside] = 0
+        return out
     return np.take(x, idx, axis=0)
 
 
@@ -94,7 +107,7 @@ index_select_p.def_transpose(lambda ct, x, idx: [
 def _index_select_vmap(args, dims):
     (x, idx), (dx, di) = args, dims
     if di is None:                       # rows of x stay axis 0; the batch rides along
-        return index_select_p.bind(shape_ops.moveaxis(x, dx, 1), idx), 1
+        return index_select_p.bind(moveaxis(x, dx, 1), idx), 1
     size = aval_of(idx).shape[di]
     idx = move_bdim(idx, di, 0, size)
     if dx is None:
@@ -102,8 +115,7 @@ def _index_select_vmap(args, dims):
         return reshape(out, tuple(idx.shape) + tuple(aval_of(x).shape[1:])), 0
     x = move_bdim(x, dx, 0, size)        # both batched: offset each member's rows
     b, n = x.shape[0], x.shape[1]
-    flat = reshape(add(idx, mul(iota(idx.dtype, idx.shape, 0), n)), (-1,))
-    out = index_select_p.bind(reshape(x, (b * n,) + tuple(x.shape[2:])), flat)
+    out = index_select_p.bind(reshape(x, (b * n,) + tuple(x.shape[2:])), _offset_ids(idx, n))
     return reshape(out, tuple(idx.shape) + tuple(x.shape[2:])), 0
 
 
@@ -123,7 +135,7 @@ def _index_add_abstract_eval(x, idx, *, num_rows):
 
 @index_add_p.def_impl
 def _index_add_impl(x, idx, *, num_rows):
-    check_rows(idx, num_rows, "index_add")
+    x, idx = valid_rows(x, idx, num_rows)
     acc = np.float32 if x.dtype in (dtypes.float16, dtypes.bfloat16) else x.dtype
     out = np.zeros((num_rows,) + x.shape[1:], acc)
     np.add.at(out, idx, x)
@@ -156,7 +168,7 @@ def _segment_vmap(prim, ids_pos, num_param):
             moved[i] = reshape(a, (-1,) + tuple(a.shape[2:]))
         ids = move_bdim(ids, di, 0, size)
         num = params[num_param]
-        moved[ids_pos] = reshape(add(ids, mul(iota(ids.dtype, ids.shape, 0), num)), (-1,))
+        moved[ids_pos] = _offset_ids(ids, num)
         out = prim.bind(*moved, **{**params, num_param: size * num})
         outs = out if prim.multiple_results else [out]
         outs = [reshape(o, (size, -1) + tuple(o.shape[1:])) for o in outs]
@@ -168,10 +180,19 @@ index_add_p.def_vmap(_segment_vmap(index_add_p, 1, "num_rows"))
 
 
 def embedding(table, ids):
-    """table[ids]: rows of `table` for integer ids of any shape."""
+    """table[ids]: rows of `table` for integer ids of any shape (as JAX's table[ids]: a
+    negative id counts from the end, an id out of range is clamped)."""
     ids = operand(ids, "embedding")
     table = operand(table, "embedding")
-    out = index_select(table, reshape(ids, (-1,)))
+    if not dtypes.is_int(ids.dtype):
+        raise TypeError(f"embedding: ids must be integers, got {short(ids)}")
+    if table.ndim < 1 or table.shape[0] == 0:
+        raise ValueError(f"embedding: the table needs at least one row, got {short(table)}")
+    n = table.shape[0]
+    flat = reshape(ids, (-1,))
+    flat = select(lt(flat, 0), add(flat, n), flat)
+    flat = max(min(flat, n - 1), 0) if n > 1 else zeros_like(flat)
+    out = index_select(table, flat)
     return reshape(out, tuple(ids.shape) + tuple(table.shape[1:]))
 
 
@@ -182,7 +203,7 @@ def segment_sum(x, segment_ids, num_segments):
 
 
 def _segment_counts(ids, num, like):
-    ones = shape_ops.full((aval_of(ids).shape[0],), 1, aval_of(like).dtype)
+    ones = full((aval_of(ids).shape[0],), 1, aval_of(like).dtype)
     return index_add_p.bind(ones, ids, num_rows=num)
 
 
@@ -211,7 +232,7 @@ segment_max_p.def_abstract_eval(lambda x, ids, *, num_segments: ShapedArray(
 
 @segment_max_p.def_impl
 def _segment_max_impl(x, ids, *, num_segments):
-    check_rows(ids, num_segments, "segment_max")
+    x, ids = valid_rows(x, ids, num_segments)
     low = -np.inf if dtypes.is_float(x.dtype) else dtypes.iinfo(x.dtype).min
     out = np.full((num_segments,) + x.shape[1:], low, x.dtype)
     np.maximum.at(out, ids, x)
@@ -253,20 +274,31 @@ def _segment_softmax_body(x, ids, *, num_segments):
     m = select(is_finite(m), m, zeros_like(m))
     e = exp(sub(x, index_select_p.bind(m, ids)))
     s = index_add_p.bind(e, ids, num_rows=num_segments)
-    return div(e, index_select_p.bind(s, ids))
+    # a row whose id is out of range belongs to no segment: its output is 0
+    inside = broadcast_in_dim(logical_and(ge(ids, 0), lt(ids, num_segments)), x.shape, (0,))
+    one = add(zeros_like(x), 1.0)
+    return select(inside, div(e, select(inside, index_select_p.bind(s, ids), one)),
+                  zeros_like(x))
+
+
+def _np_rows(v, ids, n):
+    """v[ids] with zero rows for ids outside [0, n) (index_select's rule; v has n rows)."""
+    return _index_select_impl(v, ids)
 
 
 @quiet_np
 def _segment_softmax_impl(x, ids, *, num_segments):
     m = _segment_max_impl(x, ids, num_segments=num_segments)
     m = np.where(np.isfinite(m), m, 0)
-    e = np.exp(x - m[ids])
-    return cast_like(e / _index_add_impl(e, ids, num_rows=num_segments)[ids], x)
+    e = np.exp(x - _np_rows(m, ids, num_segments))
+    s = _np_rows(_index_add_impl(e, ids, num_rows=num_segments), ids, num_segments)
+    inside = ((ids >= 0) & (ids < num_segments)).reshape((-1,) + (1,) * (x.ndim - 1))
+    return cast_like(np.where(inside, e / np.where(inside, s, 1), 0), x)
 
 
 def _segment_softmax_bwd_impl(ct, y, x, ids, *, wrt, nout, num_segments):
     s = _index_add_impl(ct * y, ids, num_rows=num_segments)
-    return [cast_like(y * (ct - s[ids]), x)]  # y (g - <g, y>_segment)
+    return [cast_like(y * (ct - _np_rows(s, ids, num_segments)), x)]  # y (g - <g, y>_seg)
 
 
 segment_softmax_p = composite(

@@ -28,7 +28,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
-from mirax.ops.common import batch_size, operand, short
+from mirax.ops.common import batch_size, normalize_axis, operand, short
 from mirax.ops.shape import broadcast_in_dim, broadcast_to, full, iota, moveaxis, reshape
 from mirax.interpreters.vmap import move_bdim
 from mirax.ops import shape as shape_ops
@@ -155,6 +155,7 @@ def _dynamic_slice_vmap(args, dims, *, slice_sizes):
 
 def dynamic_slice_in_dim(x, start_index, slice_size, axis=0, *, allow_negative_indices=True):
     x = operand(x, "dynamic_slice_in_dim")
+    axis = normalize_axis(axis, x.ndim, "dynamic_slice_in_dim", x, strict=True)
     starts = [0] * x.ndim
     starts[axis] = start_index
     sizes = list(x.shape)
@@ -163,6 +164,8 @@ def dynamic_slice_in_dim(x, start_index, slice_size, axis=0, *, allow_negative_i
 
 
 def dynamic_index_in_dim(x, index, axis=0, keepdims=True, *, allow_negative_indices=True):
+    x = operand(x, "dynamic_index_in_dim")
+    axis = normalize_axis(axis, x.ndim, "dynamic_index_in_dim", x, strict=True)
     out = dynamic_slice_in_dim(x, index, 1, axis, allow_negative_indices=allow_negative_indices)
     return out if keepdims else reshape(out, out.shape[:axis] + out.shape[axis + 1:])
 
@@ -236,13 +239,16 @@ def _dynamic_update_slice_vmap(args, dims):
 
 def dynamic_update_slice_in_dim(x, update, start_index, axis=0, *, allow_negative_indices=True):
     x = operand(x, "dynamic_update_slice_in_dim")
+    axis = normalize_axis(axis, x.ndim, "dynamic_update_slice_in_dim", x, strict=True)
     starts = [0] * x.ndim
     starts[axis] = start_index
     return dynamic_update_slice(x, update, starts, allow_negative_indices=allow_negative_indices)
 
 
 def dynamic_update_index_in_dim(x, update, index, axis=0):
-    x, update = operand(x, "dynamic_update_index_in_dim"), operand(update)
+    op = "dynamic_update_index_in_dim"
+    x, update = operand(x, op), operand(update, op)
+    axis = normalize_axis(axis, x.ndim, op, x, strict=True)
     if update.ndim == x.ndim - 1:
         update = reshape(update, update.shape[:axis] + (1,) + update.shape[axis:])
     return dynamic_update_slice_in_dim(x, update, index, axis)

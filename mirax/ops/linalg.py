@@ -108,6 +108,71 @@ def _matrix_operand(x, op, square=False):
     return x
 
 
+# --- NumPy's LAPACK calls, as JAX behaves: no LinAlgError ---------------------------------
+# NumPy raises LinAlgError for a singular solve or an SVD that does not converge (a NaN
+# input); JAX returns inf / NaN. A stack that fails (or holds a non-finite entry) is redone
+# matrix by matrix: a singular solve by elimination that lets the zero pivot give inf / NaN,
+# any other failing or non-finite matrix as NaN outputs.
+def _lu_solve(a, b):
+    """a^-1 b (a: n x n, b: n x k) by elimination with partial pivoting, never raising."""
+    a, b = a.astype(a.dtype, copy=True), b.astype(b.dtype, copy=True)
+    n = a.shape[0]
+    with np.errstate(all="ignore"):
+        for k in range(n):
+            p = k + int(np.argmax(np.abs(a[k:, k])))
+            if p != k:
+                a[[k, p]], b[[k, p]] = a[[p, k]], b[[p, k]]
+            f = a[k + 1:, k] / a[k, k]
+            a[k + 1:, k:] -= f[:, None] * a[k, k:]
+            b[k + 1:] -= f[:, None] * b[k]
+        x = np.empty_like(b)
+        for k in reversed(range(n)):
+            x[k] = (b[k] - a[k, k + 1:] @ x[k + 1:]) / a[k, k]
+    return x
+
+
+def _np_solve(a, b):
+    """np.linalg.solve on stacks (..., n, n), (..., n, k) with equal batch dims."""
+    if np.isfinite(a).all():
+        try:
+            return np.linalg.solve(a, b)
+        except np.linalg.LinAlgError:
+            pass
+    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:],
+                   np.result_type(a, b))
+    for i in np.ndindex(out.shape[:-2]):
+        out[i] = _lu_solve(a[i], b[i])
+    return out
+
+
+def _nan_on_failure(fn):
+    """fn (a LAPACK call on a stack) with NaN outputs for a matrix that has a non-finite
+    entry or that LAPACK rejects, instead of LinAlgError."""
+    def impl(a, **params):
+        if np.isfinite(a).all():
+            try:
+                return fn(a, **params)
+            except np.linalg.LinAlgError:
+                pass
+        batch = a.shape[:-2]
+        zero = fn(np.zeros_like(a[(0,) * len(batch)] if batch else a), **params)
+        single = not isinstance(zero, (list, tuple))
+        zero = [zero] if single else list(zero)
+        outs = [np.full(batch + np.shape(z), np.nan, np.result_type(z, a)) for z in zero]
+        for i in np.ndindex(batch):
+            m = a[i]
+            if not np.isfinite(m).all():
+                continue
+            try:
+                res = fn(m, **params)
+            except np.linalg.LinAlgError:
+                continue
+            for o, r in zip(outs, [res] if single else res):
+                o[i] = r
+        return outs[0] if single else outs
+    return impl
+
+
 def _host(fn):
     """A NumPy linalg impl that computes float16/bfloat16 in float32."""
     def impl(*xs, **params):
@@ -242,8 +307,8 @@ def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, unit_diagonal
     if transpose_a:
         m = np.swapaxes(m, -1, -2)
     if left_side:
-        return np.linalg.solve(m, b)
-    return np.swapaxes(np.linalg.solve(np.swapaxes(m, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
+        return _np_solve(m, b)
+    return np.swapaxes(_np_solve(np.swapaxes(m, -1, -2), np.swapaxes(b, -1, -2)), -1, -2)
 
 
 def _tri_mask(x, lower, unit_diagonal):
@@ -299,7 +364,7 @@ def _solve_abstract_eval(a, b):
     return ShapedArray(b.shape, b.dtype)
 
 
-solve_p.def_impl(_host(lambda a, b: np.linalg.solve(a, b)))
+solve_p.def_impl(_host(_np_solve))
 
 
 @solve_p.def_jvp
@@ -332,7 +397,8 @@ def inv(a):
 
 
 inv_p.def_abstract_eval(_square_abstract_eval("inv"))
-inv_p.def_impl(_host(lambda a: np.linalg.inv(a)))
+inv_p.def_impl(_host(lambda a: _np_solve(a, np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype),
+                                                              a.shape))))
 
 
 @inv_p.def_jvp
@@ -365,7 +431,7 @@ def _det_abstract_eval(a):
     return ShapedArray(a.shape[:-2], a.dtype)
 
 
-det_p.def_impl(_host(lambda a: np.linalg.det(a)))
+det_p.def_impl(_host(_nan_on_failure(np.linalg.det)))
 
 
 def _inv_t_contract(a, t):
@@ -403,7 +469,7 @@ def _slogdet_abstract_eval(a):
     return [ShapedArray(a.shape[:-2], a.dtype)] * 2
 
 
-slogdet_p.def_impl(_host(lambda a: list(np.linalg.slogdet(a))))
+slogdet_p.def_impl(_host(_nan_on_failure(lambda a: list(np.linalg.slogdet(a)))))
 
 
 @slogdet_p.def_jvp
@@ -441,8 +507,8 @@ def _qr_abstract_eval(a, full_matrices=False):
                                                                       a.dtype)]
 
 
-qr_p.def_impl(_host(lambda a, full_matrices=False: list(
-    np.linalg.qr(a, mode="complete" if full_matrices else "reduced"))))
+qr_p.def_impl(_host(_nan_on_failure(lambda a, full_matrices=False: list(
+    np.linalg.qr(a, mode="complete" if full_matrices else "reduced")))))
 
 
 def _qr_check_tall(a, full_matrices=False):
@@ -508,7 +574,7 @@ def _eigh_abstract_eval(a):
     return [ShapedArray(a.shape[:-1], a.dtype), ShapedArray(a.shape, a.dtype)]
 
 
-eigh_p.def_impl(_host(lambda a: list(np.linalg.eigh(a, UPLO="L"))))
+eigh_p.def_impl(_host(_nan_on_failure(lambda a: list(np.linalg.eigh(a, UPLO="L")))))
 
 
 def _eigh_gaps(w):
@@ -559,8 +625,8 @@ def _svd_abstract_eval(a, full_matrices=False):
             ShapedArray(b + (n if full_matrices else k, n), a.dtype)]
 
 
-svd_p.def_impl(_host(lambda a, full_matrices=False: list(
-    np.linalg.svd(a, full_matrices=full_matrices))))
+svd_p.def_impl(_host(_nan_on_failure(lambda a, full_matrices=False: list(
+    np.linalg.svd(a, full_matrices=full_matrices)))))
 
 
 def _svd_gaps(s):

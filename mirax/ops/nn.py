@@ -22,11 +22,11 @@ from mirax.core import dtypes
 from mirax.core.errors import ShapeError
 from mirax.ops import special_impl
 from mirax.ops.common import (float_operand, normalize_axes, normalize_axis, operand, promote,
-                               short)
+                              short, static_float, static_int)
 from mirax.ops.composite import batch_front, cast_like, composite, quiet_np
 from mirax.ops.elementwise import (
     abs, add, convert_element_type, div, eq, erf, exp, expm1, ge, gt, is_finite, log, log1p,
-    logistic, lt, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
+    le, logistic, lt, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import broadcast_in_dim, iota, reshape
 from mirax.ops import elementwise as elementwise_ops
@@ -55,6 +55,9 @@ def _safe_max(x, axes):
 
 
 def _np_safe_max(x, axes):
+    if x.size == 0:  # no entries: nothing to shift (np.max would raise)
+        return np.zeros([1 if i in axes or i - x.ndim in axes else d
+                         for i, d in enumerate(x.shape)], x.dtype)
     m = np.max(x, axis=axes, keepdims=True)
     return np.where(np.isfinite(m), m, 0).astype(x.dtype)
 
@@ -142,9 +145,13 @@ def _logsumexp_impl(x, *, axes, keepdims):
 def _logsumexp_bwd_impl(ct, out, x, *, wrt, nout, axes, keepdims):
     ax = _pos(axes, x.ndim)
     shape = _kept_shape(x.shape, ax)
-    out, ct = np.reshape(out, shape), np.reshape(ct, shape)
-    safe = np.where(np.isfinite(out), out, 0)
-    return [cast_like(ct * np.exp(x - safe), x)]  # g softmax(x)
+    ct = np.reshape(ct, shape)
+    # g softmax(x), as exp(x - max) / sum: exp(x - out) would lose the digits of out
+    # (|x| = 1e6 in float32 leaves x - out with an absolute error of 0.06); an all -inf
+    # slice (sum 0) has gradient 0
+    e = np.exp(x - _np_safe_max(x, axes))
+    s = np.sum(e, axis=axes, keepdims=True)
+    return [cast_like(ct * (e / np.where(s == 0, 1, s)), x)]
 
 
 logsumexp_p = composite("logsumexp", _logsumexp_body, impl=_logsumexp_impl,
@@ -186,7 +193,9 @@ def one_hot(labels, num_classes, dtype=dtypes.float32, *, axis=-1):
         raise TypeError(f"one_hot: labels must be integers, got {short(labels)}")
     axis = normalize_axis(axis, labels.ndim + 1, "one_hot")
     shape = list(labels.shape)
-    shape.insert(axis, int(num_classes))
+    shape.insert(axis, static_int(num_classes, "one_hot", "num_classes"))
+    if shape[axis] < 0:
+        raise ValueError(f"one_hot: num_classes must be non-negative, got {num_classes}")
     hit = eq(broadcast_in_dim(labels, tuple(shape),
                               tuple(d for d in range(len(shape)) if d != axis)),
              iota(labels.dtype, tuple(shape), axis))
@@ -197,7 +206,11 @@ def one_hot(labels, num_classes, dtype=dtypes.float32, *, axis=-1):
 def _sce_body(logits, labels):
     lse = _logsumexp_body(logits, axes=(-1,), keepdims=False)
     hot = one_hot(labels, logits.shape[-1], logits.dtype)
-    return sub(lse, reduce_sum(mul(hot, logits), (logits.ndim - 1,)))
+    loss = sub(lse, reduce_sum(mul(hot, logits), (logits.ndim - 1,)))
+    # a label outside [0, C) (an all-zero one_hot row) gives a NaN loss, as JAX's
+    # take_along_axis fill; the term depends on labels only, so d loss stays softmax - hot
+    missing = eq(reduce_sum(hot, (logits.ndim - 1,)), 0)
+    return add(loss, select(missing, add(zeros_like(loss), math.nan), zeros_like(loss)))
 
 
 @quiet_np
@@ -206,7 +219,7 @@ def _sce_impl(logits, labels):
     c = logits.shape[-1]
     ok = (labels >= 0) & (labels < c)
     picked = np.take_along_axis(logits, np.where(ok, labels, 0)[..., None], -1)[..., 0]
-    return cast_like(lse - np.where(ok, picked, 0), logits)
+    return cast_like(lse - np.where(ok, picked, np.nan), logits)
 
 
 @quiet_np
@@ -427,7 +440,7 @@ def sigmoid(x):
 
 def relu(x):
     x = operand(x, "relu")
-    return select(gt(x, 0), x, zeros_like(x))  # relu'(0) = 0
+    return select(le(x, 0), zeros_like(x), x)  # relu'(0) = 0; NaN stays NaN
 
 
 def leaky_relu(x, negative_slope=0.01):
@@ -460,8 +473,8 @@ def selu(x):
 def relu6(x):
     """min(max(x, 0), 6), with derivative 0 at both kinks (as JAX)."""
     x = float_operand(x, "relu6")
-    inside = select(gt(x, 0), x, zeros_like(x))
-    return select(lt(x, 6.0), inside, add(zeros_like(x), 6.0))
+    inside = select(le(x, 0), zeros_like(x), x)  # NaN stays NaN
+    return select(ge(x, 6.0), add(zeros_like(x), 6.0), inside)
 
 
 def hard_tanh(x):
@@ -660,13 +673,13 @@ def dot_product_attention(
         args.append(convert_element_type(_attn_extra(bias, shape, op, "bias", False), q.dtype))
     if sliding_window is not None:
         w = sliding_window
-        sliding_window = (int(w), int(w)) if np.ndim(w) == 0 else tuple(map(int, w))
-    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
-    return dot_product_attention_p.bind(
-        *args,
-        scale=scale,
-        is_causal=bool(is_causal),
-        window=sliding_window,
-        has_mask=mask is not None,
-        has_bias=bias is not None,
-    )
+        w = (w, w) if np.ndim(w) == 0 else tuple(w)
+        sliding_window = tuple(static_int(e, op, "sliding_window") for e in w)
+        if len(sliding_window) != 2 or min(sliding_window) < 0:
+            raise ValueError(f"{op}: sliding_window must be a non-negative int or a pair "
+                             f"(left, right) of them, got {w}")
+    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else static_float(scale, op, "scale")
+    return dot_product_attention_p.bind(*args, scale=scale, is_causal=bool(is_causal),
+                                        window=sliding_window, has_mask=mask is not None,
+                                        has_bias=bias is not None)
+

@@ -34,6 +34,9 @@ def broadcast_in_dim(x, shape, broadcast_dimensions):
     shape, dims = tuple(shape), tuple(broadcast_dimensions)
     if tuple(x.shape) == shape and dims == tuple(range(len(shape))):
         return x
+    if any(a >= b for a, b in zip(dims, dims[1:])):  # the impl assumes they increase
+        raise ValueError(f"broadcast_in_dim: broadcast_dimensions must be strictly increasing, "
+                         f"got {dims} for {short(x)}; transpose the operand first")
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=dims)
 
 
@@ -219,6 +222,9 @@ def concatenate(xs, dimension=0):
     xs = [operand(x, "concatenate") for x in xs]
     if not xs:
         raise ValueError("concatenate: need at least one array")
+    if any(x.ndim == 0 for x in xs):
+        raise ValueError(f"concatenate: zero-dimensional arrays cannot be concatenated, got "
+                         f"{', '.join(short(x) for x in xs[:4])}")
     if len(xs) == 1:
         return xs[0]
     xs = common_ops.promote("concatenate", *xs)
@@ -377,6 +383,7 @@ def slice(x, start_indices, limit_indices, strides=None):  # noqa: A001 (lax.sli
 
 def slice_in_dim(x, start, limit, stride=1, axis=0):
     x = operand(x, "slice_in_dim")
+    axis = normalize_axis(axis, x.ndim, "slice_in_dim", x, strict=True)
     s, e, st = [0] * x.ndim, list(x.shape), [1] * x.ndim
     s[axis], e[axis], st[axis] = start, limit, stride
     return slice(x, s, e, st)
@@ -421,6 +428,7 @@ iota_p = Primitive("iota")
 
 def iota(dtype, size_or_shape, dimension=0):
     shape = static_shape(size_or_shape, "iota")
+    dimension = normalize_axis(dimension, len(shape), "iota", strict=True)
     return iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=shape, dimension=dimension)
 
 
@@ -444,6 +452,7 @@ iota_p.def_vmap(lambda args, dims, **p: (iota_p.bind(**p), None))
 def index_in_dim(x, index: int, axis: int = 0, keepdims: bool = False):
     """x[..., index, ...] along `axis` with a static index."""
     x = operand(x, "index_in_dim")
+    axis = normalize_axis(axis, x.ndim, "index_in_dim", x, strict=True)
     out = slice_in_dim(x, index, index + 1, axis=axis)
     return out if keepdims else squeeze(out, axis)
 

@@ -13,10 +13,13 @@ schedules (functions of the step count, see schedules.py). Formulas follow optax
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import mirax.numpy as mnp
+from mirax.core.errors import name_public_functions, naming_errors
 from mirax.core import tree
+from mirax.optim.schedules import hyper
 from mirax.optim.schedules import (  # noqa: F401
     constant_schedule, cosine_decay_schedule, exponential_decay, linear_schedule,
     warmup_cosine_decay_schedule)
@@ -107,11 +110,14 @@ def _stateless(fn) -> GradientTransformation:
 
 def scale(step_size) -> GradientTransformation:
     """u -> step_size * u."""
+    hyper("scale", step_size=step_size)
     return _stateless(lambda updates, params: tree.map(lambda u: u * step_size, updates))
 
 
 def scale_by_learning_rate(learning_rate, flip_sign: bool = True) -> GradientTransformation:
     """u -> -lr * u; a callable lr is a schedule evaluated at its own step counter."""
+    if not callable(learning_rate):
+        hyper("scale_by_learning_rate", learning_rate=learning_rate)
     sign = -1.0 if flip_sign else 1.0
     if not callable(learning_rate):
         return scale(sign * learning_rate)
@@ -125,6 +131,7 @@ def scale_by_learning_rate(learning_rate, flip_sign: bool = True) -> GradientTra
 
 def clip_by_global_norm(max_norm) -> GradientTransformation:
     """Rescale all updates together so that their global norm is at most max_norm."""
+    hyper("clip_by_global_norm", max_norm=max_norm)
     def fn(updates, params):
         norm = global_norm(updates)
         factor = mnp.where(norm < max_norm, 1.0, max_norm / mnp.maximum(norm, 1e-30))
@@ -135,6 +142,7 @@ def clip_by_global_norm(max_norm) -> GradientTransformation:
 def add_decayed_weights(weight_decay=0.0, mask=None) -> GradientTransformation:
     """u -> u + weight_decay * p (where mask, a pytree of bools or a function of params,
     says True)."""
+    hyper("add_decayed_weights", weight_decay=weight_decay)
     def fn(updates, params):
         if params is None:
             raise ValueError("add_decayed_weights: update() needs params")
@@ -148,6 +156,7 @@ def add_decayed_weights(weight_decay=0.0, mask=None) -> GradientTransformation:
 
 def trace(decay, nesterov: bool = False) -> GradientTransformation:
     """Momentum: t <- g + decay * t; the update is t (or g + decay * t when nesterov)."""
+    hyper("trace", decay=decay)
     def update(updates, state, params=None):
         new = tree.map(lambda g, t: g + decay * t, updates, state.trace)
         out = tree.map(lambda g, t: g + decay * t, updates, new) if nesterov else new
@@ -157,6 +166,7 @@ def trace(decay, nesterov: bool = False) -> GradientTransformation:
 
 def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0) -> GradientTransformation:
     """Adam's direction: m_hat / (sqrt(v_hat + eps_root) + eps), bias-corrected moments."""
+    hyper("scale_by_adam", b1=b1, b2=b2, eps=eps, eps_root=eps_root)
     def update(updates, state, params=None):
         mu = tree.map(lambda g, m: b1 * m + (1 - b1) * g, updates, state.mu)
         nu = tree.map(lambda g, v: b2 * v + (1 - b2) * mnp.square(g), updates, state.nu)
@@ -175,6 +185,7 @@ def scale_by_adam(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0) -> GradientTransform
 def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False
                  ) -> GradientTransformation:
     """RMSProp's direction: g / sqrt(E[g^2] + eps) (or / sqrt(E[g^2] - E[g]^2 + eps))."""
+    hyper("scale_by_rms", decay=decay, eps=eps, initial_scale=initial_scale)
     def init(params):
         nu = tree.map(lambda p: mnp.full_like(p, initial_scale), params)
         return ScaleByRmsState(_zeros(params) if centered else (), nu)
@@ -193,6 +204,7 @@ def scale_by_rms(decay=0.9, eps=1e-8, initial_scale=0.0, centered=False
 
 def scale_by_rss(initial_accumulator_value=0.1, eps=1e-7) -> GradientTransformation:
     """Adagrad's direction: g / sqrt(sum of all g^2 so far + eps) (0 where the sum is 0)."""
+    hyper("scale_by_rss", initial_accumulator_value=initial_accumulator_value, eps=eps)
     def init(params):
         return ScaleByRssState(tree.map(
             lambda p: mnp.full_like(p, initial_accumulator_value), params))
@@ -206,6 +218,7 @@ def scale_by_rss(initial_accumulator_value=0.1, eps=1e-7) -> GradientTransformat
 
 def scale_by_lion(b1=0.9, b2=0.99) -> GradientTransformation:
     """Lion's direction: sign((1 - b1) g + b1 m), then m <- b2 m + (1 - b2) g."""
+    hyper("scale_by_lion", b1=b1, b2=b2)
     def update(updates, state, params=None):
         out = tree.map(lambda g, m: mnp.sign((1 - b1) * g + b1 * m), updates, state.mu)
         mu = tree.map(lambda g, m: b2 * m + (1 - b2) * g, updates, state.mu)
@@ -260,3 +273,20 @@ def lion(learning_rate, b1=0.9, b2=0.99, weight_decay=1e-3, mask=None) -> Gradie
     """Lion (Chen et al., 2023): p <- p - lr * (sign(interpolated momentum) + wd * p)."""
     return chain(scale_by_lion(b1, b2), add_decayed_weights(weight_decay, mask),
                  scale_by_learning_rate(learning_rate))
+
+
+def _naming_updates(make, name):
+    """make (a function returning a GradientTransformation), whose init and update name
+    `name` in their errors (a gradient of the wrong shape: `optim.adam.update: ...`)."""
+    @functools.wraps(make)
+    def made(*args, **kwargs):
+        t = make(*args, **kwargs)
+        return GradientTransformation(naming_errors(t.init, f"{name}.init"),
+                                      naming_errors(t.update, f"{name}.update"))
+    return made
+
+
+for _n in __all__:
+    if getattr(globals()[_n], "__annotations__", {}).get("return") == "GradientTransformation":
+        globals()[_n] = _naming_updates(globals()[_n], "optim." + _n)
+name_public_functions(globals(), __all__)  # every message names the op

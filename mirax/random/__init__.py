@@ -22,10 +22,11 @@ import math
 
 import numpy as np
 
+from mirax.core.errors import name_public_functions
 from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction, shape as sh
-from mirax.ops.common import operand, short
+from mirax.ops.common import normalize_axis, operand, short, static_int, static_shape
 from mirax.ops.creation import asarray
 from mirax.ops.sort import sort
 import mirax.numpy as mnp
@@ -80,12 +81,7 @@ def _check_key(k, op: str):
 def _shape(shape, op: str) -> tuple[int, ...]:
     if shape is None:
         return ()
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    try:
-        return tuple(int(d) for d in shape)
-    except TypeError:
-        raise TypeError(f"{op}: shape must be a tuple of ints, got {shape!r}") from None
+    return static_shape(shape, op)
 
 
 def _counters(shape: tuple[int, ...]):
@@ -109,6 +105,8 @@ def key(seed):
     [seed >> 32, seed & 0xffffffff] as uint32, like jax.random.key_data(jax.random.key(seed))."""
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         s = int(seed)
+        if not -2**63 <= s < 2**64:  # NOTE: the masks below would silently drop high bits
+            raise ValueError(f"random.key: seed {s} does not fit in 64 bits")
         return asarray(np.array([(s >> 32) & 0xFFFFFFFF, s & 0xFFFFFFFF], np.uint32))
     s = operand(seed, "random.key")
     if s.ndim != 0 or not np.issubdtype(s.dtype, np.integer):
@@ -128,9 +126,9 @@ def split(key, num: int = 2):
     """`num` new keys, a u32[num, 2] array (unpack it: `k1, k2 = split(key)`)."""
     key = _check_key(key, "random.split")
     if isinstance(num, (tuple, list)):
-        shape = tuple(int(d) for d in num)
+        shape = tuple(static_int(d, "random.split", "num") for d in num)
     else:
-        shape = (int(num),)
+        shape = (static_int(num, "random.split", "num"),)
     y0, y1 = _hash(key, shape)
     return sh.stack([y0, y1], axis=len(shape))
 
@@ -320,11 +318,14 @@ def permutation(key, x, axis: int = 0, independent: bool = False):
     """A random permutation of range(x) (x an int) or of x's entries along `axis`."""
     key = _check_key(key, "random.permutation")
     if isinstance(x, (int, np.integer)):
-        return _shuffle(key, sh.iota(dtypes.default_int, (int(x),)), 0)
+        n = static_int(x, "random.permutation", "x")
+        if n < 0:
+            raise ValueError(f"random.permutation: x must be non-negative, got {n}")
+        return _shuffle(key, sh.iota(dtypes.default_int, (n,)), 0)
     x = operand(x, "random.permutation")
     if x.ndim == 0:
         raise ValueError("random.permutation: x must be an int or an array with ndim >= 1")
-    axis = axis % x.ndim
+    axis = normalize_axis(axis, x.ndim, "random.permutation", x)
     if independent or x.ndim == 1:
         return _shuffle(key, x, axis)
     perm = _shuffle(key, sh.iota(dtypes.default_int, (x.shape[axis],)), 0)
@@ -342,7 +343,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     arr = None if scalar else operand(a, op)
     if arr is not None and arr.ndim == 0:
         raise ValueError(f"{op}: a must be an int or an array with ndim >= 1, got {short(arr)}")
-    axis = 0 if scalar else axis % arr.ndim
+    axis = 0 if scalar else normalize_axis(axis, arr.ndim, op, arr)
     n = int(a) if scalar else arr.shape[axis]
     draws = math.prod(shape)
     if draws and n <= 0:
@@ -409,3 +410,6 @@ from mirax.random._distributions import (  # noqa: E402 (built on the samplers a
     generalized_normal, geometric, loggamma, logistic, lognormal, maxwell, multinomial,
     multivariate_normal, orthogonal, pareto, poisson, rademacher, rayleigh, t, triangular,
     wald, weibull_min)
+
+
+name_public_functions(globals(), __all__, "random.")  # every message names the op

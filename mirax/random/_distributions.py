@@ -11,7 +11,7 @@ from mirax.core import dtypes
 from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction, shape as sh
-from mirax.ops.common import operand, promote, short
+from mirax.ops.common import operand, promote, short, static_int
 from mirax.random import (  # the base samplers these are built on
     _check_key, _float_dtype, _shape, bernoulli, exponential, normal, split, uniform)
 import mirax.numpy as mnp
@@ -62,7 +62,8 @@ def _setup(op: str, key, shape, dtype, *params):
 def _recip(x, dtype, op: str):
     """1 / x, folded on the host for a Python number as JAX's `1. / x` is."""
     if isinstance(x, (int, float, np.number)) and not isinstance(x, bool):
-        return np.array(1.0 / float(x), dtype)
+        with np.errstate(divide="ignore"):  # 1 / 0 = inf, as JAX's
+            return np.array(np.divide(1.0, np.float64(x)), dtype)
     return ew.div(np.array(1.0, dtype), _param(x, dtype, op))
 
 
@@ -208,7 +209,11 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
         shape = tuple(batch)
     else:
         shape = _shape(shape, op)
-        if np.broadcast_shapes(shape, batch) != shape:
+        try:
+            fits = np.broadcast_shapes(shape, batch) == shape
+        except ValueError:
+            fits = False
+        if not fits:
             raise ValueError(f"{op}: shape {shape} is not compatible with the batch shapes of "
                              f"{short(mean)} and {short(cov)}")
     if method == "svd":
@@ -229,8 +234,8 @@ def orthogonal(key, n, shape=(), dtype=None, m=None):
     op = "random.orthogonal"
     key = _check_key(key, op)
     shape, dtype = _shape(shape, op), _float_dtype(dtype, op)
-    n = int(n)
-    m = n if m is None else int(m)
+    n = static_int(n, op, "n")
+    m = n if m is None else static_int(m, op, "m")
     z = normal(key, (*shape, max(n, m), min(n, m)), dtype)
     q, r = mnp.linalg.qr(z)
     d = mnp.diagonal(r, axis1=-2, axis2=-1)

@@ -15,14 +15,20 @@ def check_argnums(name: str, argnums, nargs: int) -> tuple[int, ...]:
         if not -nargs <= a < nargs:
             raise ValueError(f"{name}: argnums {argnums} is out of range for a function "
                              f"called with {nargs} positional arguments")
-    return tuple(a % nargs for a in nums)
+    out = tuple(a % nargs for a in nums)
+    if len(set(out)) != len(out):  # JAX raises too: the gradient would be split between them
+        raise ValueError(f"{name}: argnums {argnums} names an argument twice")
+    return out
 
 
-def split_args(args, argnums):
+def split_args(args, argnums, name: str = "transform", need_leaves: bool = False):
     """Leaves of args[argnums] (as operands), their tree, and a rebuild(leaves) -> args."""
     diff = [args[i] for i in argnums]
     leaves, treedef = tree.flatten(diff)
-    leaves = [operand(x, "transform") for x in leaves]
+    leaves = [operand(x, name) for x in leaves]
+    if need_leaves and not leaves:
+        raise ValueError(f"{name}: the arguments it differentiates (argnums {tuple(argnums)}) "
+                         "hold no arrays")
 
     def rebuild(new_leaves):
         parts = tree.unflatten(treedef, list(new_leaves))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 
+from mirax.core.errors import check_callable
 from mirax.core import tree
 from mirax.ops.common import operand
 from mirax.transforms.custom import (CustomPrimitive, FlatFn, _batch_size, _batched_fun,
@@ -47,6 +48,7 @@ def checkpoint(f=None, *, prevent_cse: bool = True, policy=None, static_argnums=
         return lambda g: checkpoint(g, prevent_cse=prevent_cse, policy=policy,
                                     static_argnums=static_argnums,
                                     static_argnames=static_argnames)
+    check_callable(f, "checkpoint")
     if policy is not None:
         raise NotImplementedError("checkpoint: only policy=None (save nothing) is implemented")
     static_argnums = ((static_argnums,) if isinstance(static_argnums, int) else

@@ -371,7 +371,12 @@ class custom_jvp:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise TypeError(f"{name}: the jvp rule must return a pair "
                                 "(primal_out, tangent_out)")
-            return c.flat_out(out[0], "the jvp rule"), c.flat_out(out[1], "the jvp rule")
+            ys, ts = c.flat_out(out[0], "the jvp rule"), c.flat_out(out[1], "the jvp rule")
+            for y, t in zip(ys, ts):
+                if tuple(y.shape) != tuple(t.shape):
+                    raise ValueError(f"{name}: the jvp rule returned a tangent {short(t)} for "
+                                     f"a primal output {short(y)}; their shapes must agree")
+            return ys, ts
 
         outs = custom_jvp_call_p.bind(*c.leaves, fun=FlatFn(fun, fname),
                                       jvp=FlatFn(jvp, getattr(self.jvp, "__name__", "jvp")))

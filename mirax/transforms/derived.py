@@ -2,9 +2,10 @@
 (jacfwd of jacrev) and hvp (forward over reverse)."""
 from __future__ import annotations
 
+from mirax.core.errors import check_callable, naming_errors
 from mirax.core import tree
 from mirax.core.trace import aval_of
-from mirax.ops.common import operand
+from mirax.ops.common import operand, static_int
 from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
 from mirax.transforms.jvp import jvp
 from mirax.transforms.vjp import grad, vjp
@@ -33,12 +34,19 @@ def _total(leaves):
     return sum(aval_of(x).size for x in leaves)
 
 
+def _check_chunk(chunk_size, op):
+    if chunk_size is not None and static_int(chunk_size, op, "chunk_size") < 1:
+        raise ValueError(f"{op}: chunk_size must be a positive int, got {chunk_size}")
+
+
 def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
     """The Jacobian by forward mode; with has_aux, f returns (out, aux) and the result is
     (jacobian, aux)."""
+    check_callable(f, "jacfwd")
+    _check_chunk(chunk_size, "jacfwd")
     def jac(*args):
         nums = check_argnums("jacfwd", argnums, len(args))
-        leaves, treedef, rebuild = split_args(args, nums)
+        leaves, treedef, rebuild = split_args(args, nums, "jacfwd", need_leaves=True)
         check_float_inputs("jacfwd", leaves)
         n = _total(leaves)
         dtype = leaves[0].dtype
@@ -54,7 +62,7 @@ def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
         # cols: outputs with a leading [n]; move it to the end and split per input leaf
         out = _assemble_fwd(cols, leaves, treedef, argnums)
         return (out, aux) if has_aux else out
-    return jac
+    return naming_errors(jac, "jacfwd")
 
 
 def _assemble_fwd(cols, leaves, treedef, argnums):
@@ -76,9 +84,11 @@ def _assemble_fwd(cols, leaves, treedef, argnums):
 def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
     """The Jacobian by reverse mode; with has_aux, f returns (out, aux) and the result is
     (jacobian, aux)."""
+    check_callable(f, "jacrev")
+    _check_chunk(chunk_size, "jacrev")
     def jac(*args):
         nums = check_argnums("jacrev", argnums, len(args))
-        leaves, treedef, rebuild = split_args(args, nums)
+        leaves, treedef, rebuild = split_args(args, nums, "jacrev", need_leaves=True)
         check_float_inputs("jacrev", leaves)
         out, pullback, *aux = vjp(lambda *xs: f(*rebuild(xs)), *leaves, has_aux=has_aux)
         out_leaves, out_tree = tree.flatten(out)
@@ -98,19 +108,22 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
             start += k
         out = tree.unflatten(out_tree, per_out)
         return (out, aux[0]) if has_aux else out
-    return jac
+    return naming_errors(jac, "jacrev")
 
 
 def hessian(f, argnums=0, has_aux=False, chunk_size=None):
     """jacfwd of jacrev; with has_aux, f returns (out, aux) and the result is
     (hessian, aux)."""
-    return jacfwd(jacrev(f, argnums, has_aux=has_aux, chunk_size=chunk_size), argnums,
-                  has_aux=has_aux, chunk_size=chunk_size)
+    check_callable(f, "hessian")
+    _check_chunk(chunk_size, "hessian")
+    return naming_errors(jacfwd(jacrev(f, argnums, has_aux=has_aux, chunk_size=chunk_size),
+                                argnums, has_aux=has_aux, chunk_size=chunk_size), "hessian")
 
 
 def hvp(f, primals, tangents):
     """Forward-over-reverse Hessian-vector product of a scalar f; returns a tuple shaped
     like primals."""
+    check_callable(f, "hvp")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("hvp: primals and tangents must be tuples (one entry per argument)")
     g = grad(f, argnums=tuple(range(len(primals))))

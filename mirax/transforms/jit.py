@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import inspect
 import threading
+import sys
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
 from mirax.core import config, dtypes, tree
-from mirax.core.array import Array
+from mirax.core.array import Array, DeletedBuffer
 from mirax.core.runtime import executable, nonhost_buffers as _nonhost
 from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
 from mirax.graph.build import arg_names_for, trace_to_graph
@@ -46,6 +47,8 @@ def _leaf_key(x):
 class Jitted:
     def __init__(self, f, static_argnums=(), static_argnames=(), donate_argnums=(),
                  cache_size=None, donate_argnames=()):
+        if not callable(f):
+            raise TypeError(f"jit: expected a function, got {type(f).__name__}")
         self.f = f
         self.__name__ = getattr(f, "__name__", "f")
         self.__doc__ = getattr(f, "__doc__", None)
@@ -56,7 +59,11 @@ class Jitted:
         self.donate_argnums = as_tuple(donate_argnums)
         try:
             self.params = list(inspect.signature(f).parameters)
-        except (TypeError, ValueError):
+            _check_specs(f"jit({self.__name__})", inspect.signature(f), self.static_argnums,
+                         self.static_argnames, self.donate_argnums, as_tuple(donate_argnames))
+        except (TypeError, ValueError) as e:
+            if str(e).startswith("jit("):
+                raise
             self.params = []
         # names also fix positions (static) and go by position (donation, a hint); a name
         # that is no parameter (a **kwargs entry) only applies as a keyword
@@ -108,8 +115,9 @@ class Jitted:
                 except KeyError:  # another thread evicted it meanwhile
                     pass
                 bufs = [a._buf for a in args]
-                if donate:
-                    _own(bufs, donate)
+                for i, why in donate:
+                    bufs[i] = None  # so that _take sees every other reference to it
+                    bufs[i] = _take(args[i], why)
                 outs = run(*bufs)
                 if n_out < 0:  # a single array
                     return Array(outs[0], False)
@@ -142,13 +150,14 @@ class Jitted:
                     self.evictions += 1
                     self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
-        donate = graph.cache.get("donate", ())
+        donate = graph.cache.get("donate_why", ())
         if donate and not (_busy[0] and _state.active):
             leaves = list(leaves)
-            for i in donate:  # never overwrite a buffer the caller may still read
+            for i, why in donate:  # the caller's Array is deleted; a NumPy argument copied
                 x = leaves[i]
                 if type(x) is Array:
-                    leaves[i] = Array(_own([x._buf], (0,))[0], x._weak)
+                    leaves[i] = None
+                    leaves[i] = Array(_take(x, why), x._weak)
                 elif isinstance(x, np.ndarray):
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
@@ -190,6 +199,10 @@ class Jitted:
                     donate.extend(range(start, start + n))
                 start += n
             graph.cache["donate"] = tuple(donate)
+            names = self._leaf_names(args, kwargs)
+            graph.cache["donate_why"] = tuple(
+                (i, f"it was donated to jit({self.__name__}) as argument {names[i]!r}")
+                for i in donate)
         if captured:
             return graph, None, captured
         return graph, box[0], []
@@ -228,15 +241,50 @@ class Jitted:
         return sig
 
 
-def _own(bufs, idx):
-    """Make the donated buffers `bufs[i]` safe to overwrite: writeable host arrays that own
-    their memory (a view or a read-only buffer is copied first)."""
-    for i in idx:
-        b = bufs[i]
-        if isinstance(b, (np.ndarray, np.generic)) and not (
-                type(b) is np.ndarray and b.flags.writeable and b.base is None):
-            bufs[i] = np.array(b)  # device buffers: their plans never write into inputs
-    return bufs
+def _take(x: Array, why: str):
+    """The buffer of a donated Array, which is deleted (a later use raises, naming `why`).
+    The executable may overwrite it, so a host buffer that anything else can still see (a
+    view, a read-only array, another reference: NumPy views hold their base) is copied."""
+    b = x._buf
+    if type(b) is DeletedBuffer:
+        raise b.error()
+    x.delete(why)
+    if isinstance(b, (np.ndarray, np.generic)) and not (
+            type(b) is np.ndarray and b.flags.writeable and b.base is None
+            and sys.getrefcount(b) <= _OWN_REFS):
+        b = np.array(b)  # device buffers: their plans never write into inputs
+    return b
+
+
+def _refs_of_a_local() -> int:
+    b = np.empty(1)
+    return sys.getrefcount(b)
+
+
+_OWN_REFS = _refs_of_a_local()  # the count _take sees when only its local name holds b (2)
+
+
+def _check_specs(name, sig, static_argnums, static_argnames, donate_argnums, donate_argnames):
+    """JAX's checks of jit's argument specs against f's signature: numbers within the
+    positional parameters, names among the parameters (unless f takes *args / **kwargs)."""
+    kinds = [p.kind for p in sig.parameters.values()]
+    npos = sum(k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+               for k in kinds)
+    for what, nums in (("static_argnums", static_argnums), ("donate_argnums", donate_argnums)):
+        for i in nums:
+            if not isinstance(i, int) or isinstance(i, bool):
+                raise TypeError(f"{name}: {what} must be ints, got {i!r}")
+            if inspect.Parameter.VAR_POSITIONAL not in kinds and not -npos <= i < npos:
+                raise ValueError(f"{name}: {what} {i} is out of range for a function of "
+                                 f"{npos} positional parameters")
+    for what, names in (("static_argnames", static_argnames),
+                        ("donate_argnames", donate_argnames)):
+        for n in names:
+            if not isinstance(n, str):
+                raise TypeError(f"{name}: {what} must be strings, got {n!r}")
+            if inspect.Parameter.VAR_KEYWORD not in kinds and n not in sig.parameters:
+                raise ValueError(f"{name}: {what} {n!r} is not a parameter of the function "
+                                 f"(its parameters: {', '.join(sig.parameters)})")
 
 
 def _hashable(v, what):

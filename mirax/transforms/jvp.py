@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from mirax.core import dtypes, tree
+from mirax.core.errors import check_callable
 from mirax.core.trace import aval_of, zeros_like_aval
 from mirax.interpreters.jvp import instantiate, jvp_flat
 from mirax.ops.common import operand, short
@@ -11,6 +12,7 @@ from mirax.transforms.api_util import strip_aux
 
 def jvp(f, primals, tangents, has_aux=False):
     """(f(*primals), directional derivative along tangents); both are tuples as in JAX."""
+    check_callable(f, "jvp")
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp: primals and tangents must be tuples (one entry per argument)")
     p_leaves, p_tree = tree.flatten(list(primals))
@@ -52,6 +54,7 @@ def linearize(f, *primals, has_aux=False):
 
     NOTE: f_jvp re-runs the forward pass with tangents (JAX instead stages a linear
     graph once); the values are identical."""
+    check_callable(f, "linearize")
     res = jvp(f, primals, tuple(_zeros_like_tree(p) for p in primals), has_aux=has_aux)
 
     def f_jvp(*tangents):

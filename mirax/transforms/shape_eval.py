@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from mirax.core.errors import check_callable
 from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
 from mirax.core.trace import aval_of, new_base
@@ -51,6 +52,7 @@ def _aval(x) -> ShapedArray:
 def eval_shape(fun, *args, **kwargs):
     """The ShapeDtypeStruct pytree of fun(*args, **kwargs), by tracing (no computation).
     Arguments may be arrays, NumPy arrays, scalars or ShapeDtypeStructs."""
+    check_callable(fun, "eval_shape")
     leaves, in_tree = tree.flatten((args, kwargs))
     out_tree = []
 
@@ -77,7 +79,7 @@ def block_until_ready(x):
 
 def named_call(fun, *, name=None):
     """fun itself: mirax's graph listings name nodes by source line, not by call scopes."""
-    return fun
+    return check_callable(fun, "named_call")
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ interpreters/vjp.py."""
 from __future__ import annotations
 
 from mirax.core import dtypes, tree
+from mirax.core.errors import check_callable, naming_errors
 from mirax.core.trace import aval_of, set_source
 from mirax.interpreters.vjp import source_of, vjp_flat
 from mirax.ops.common import operand, short
@@ -21,23 +22,29 @@ def _scalar_check(name, out):
 
 
 def value_and_grad(f, argnums=0, has_aux=False):
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad")
+
+
+def _value_and_grad(f, argnums, has_aux, _name):
+    """value_and_grad, its errors naming `_name` (grad is built on it)."""
+    check_callable(f, _name)
 
     def value_and_grad_f(*args, **kwargs):
-        nums = check_argnums("grad", argnums, len(args))
-        leaves, treedef, rebuild = split_args(args, nums)
-        check_float_inputs("grad", leaves)
+        nums = check_argnums(_name, argnums, len(args))
+        leaves, treedef, rebuild = split_args(args, nums, _name)
+        check_float_inputs(_name, leaves)
         aux_box = []
 
         def flat_fn(*xs):
             out = f(*rebuild(xs), **kwargs)
             if has_aux:
                 if not (isinstance(out, (tuple, list)) and len(out) == 2):
-                    raise TypeError("grad(has_aux=True): the function must return a pair "
-                                    "(output, aux)")
+                    raise TypeError(f"{_name}(has_aux=True): the function must return a "
+                                    "pair (output, aux)")
                 out, aux = out
                 aux_box.append(aux)
-            out = operand(out, "grad")
-            _scalar_check("grad", out)
+            out = operand(out, _name)
+            _scalar_check(_name, out)
             return [out]
 
         trace_box = []
@@ -52,11 +59,12 @@ def value_and_grad(f, argnums=0, has_aux=False):
         return value, g
     value_and_grad_f.__name__ = f"value_and_grad({getattr(f, '__name__', 'f')})"
     value_and_grad_f.__wrapped__ = f  # signature (argument names) for listings and errors
-    return value_and_grad_f
+    return naming_errors(value_and_grad_f, _name)
 
 
 def grad(f, argnums=0, has_aux=False):
-    vg = value_and_grad(f, argnums, has_aux)
+    check_callable(f, "grad")
+    vg = _value_and_grad(f, argnums, has_aux, "grad")
 
     def grad_f(*args, **kwargs):
         out = vg(*args, **kwargs)
@@ -76,6 +84,7 @@ def _ones_like(x):
 
 def vjp(f, *primals, has_aux=False):
     """(out, vjp_fn) or (out, vjp_fn, aux); vjp_fn(ct) returns a tuple, one per primal."""
+    check_callable(f, "vjp")
     leaves, in_tree = tree.flatten(list(primals))
     leaves = [operand(x, "vjp") for x in leaves]
     box, aux_box, trace_box = [], [], []

@@ -5,7 +5,7 @@ from __future__ import annotations
 from mirax.core import tree
 from mirax.core.trace import aval_of
 from mirax.interpreters.vmap import vmap_flat
-from mirax.ops.common import operand, short
+from mirax.ops.common import operand, short, static_int
 from mirax.ops.shape import concatenate, slice_in_dim
 
 
@@ -21,6 +21,11 @@ def _resolve_axes(args, in_axes):
 
 
 def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
+    if not callable(f):
+        raise TypeError(f"vmap: expected a function, got {type(f).__name__}")
+    for what, v in (("axis_size", axis_size), ("chunk_size", chunk_size)):
+        if v is not None and static_int(v, "vmap", what) < 1:
+            raise ValueError(f"vmap: {what} must be a positive int, got {v}")
 
     def vmapped(*args, **kwargs):
         leaves, in_tree = tree.flatten(tuple(args))
@@ -45,6 +50,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
             raise ValueError("vmap: no argument is mapped (all in_axes are None); pass "
                              "axis_size")
         size = next(iter(sizes.values())) if sizes else axis_size
+        if axis_size is not None and size != axis_size:
+            raise ValueError(f"vmap: axis_size={axis_size} but the mapped axis has size {size}")
         if chunk_size is not None and size > chunk_size:
             return _chunked(f, args, kwargs, in_axes, out_axes, size, chunk_size)
         out_box = []

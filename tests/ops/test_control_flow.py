@@ -488,5 +488,5 @@ def test_eager_cond_and_switch_return_arrays():
     """As the staged forms and JAX: a branch's Python scalars come back as weak arrays."""
     a = mx.lax.cond(True, lambda: 1.0, lambda: 2.0)
     assert isinstance(a, mx.Array) and a.dtype == np.float32 and float(a) == 1.0
-    n, d = mx.lax.switch(5, [lambda: (1, 2.0), lambda: (3, {"x": 4.0})])
+    n, d = mx.lax.switch(5, [lambda: (1, {"x": 2.0}), lambda: (3, {"x": 4.0})])
     assert isinstance(n, mx.Array) and int(n) == 3 and isinstance(d["x"], mx.Array)

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 from mirax.backends.cpu import blocked, loops
 from mirax.core.primitive import registry
-from mirax.ops.graph_ops import check_rows
+from mirax.ops.graph_ops import valid_rows
 from mirax.backends.cpu._rows import scatter_add_rows
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
@@ -123,7 +123,7 @@ def specialize(node) -> Callable | None:
 def _index_add(x, idx, *, num_rows):
     if x.ndim < 2 or x.dtype not in _FAST or x.size == 0:
         return registry["index_add"].impl(x, idx, num_rows=num_rows)
-    check_rows(idx, num_rows, "index_add")
+    x, idx = valid_rows(x, idx, num_rows)  # out-of-range rows are dropped
     row = math.prod(x.shape[1:])
     if loops.available():
         out = np.zeros((num_rows, row), x.dtype)
