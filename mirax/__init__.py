@@ -4,7 +4,8 @@ from mirax.backends import default_device, devices  # noqa: F401
 from mirax.core import tree  # noqa: F401
 from mirax.core.array import Array  # noqa: F401
 from mirax.core.dtypes import (  # noqa: F401
-    bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8)
+    bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16, int32,
+    int64, uint8)
 from mirax.core import errors  # noqa: F401
 from mirax.ir.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401

@@ -1,7 +1,7 @@
 """mirax.numpy: a NumPy-compatible namespace written on mirax ops (results are mx.Array)."""
 from mirax.core.dtypes import (  # noqa: F401
-    bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8, uint16,
-    uint32, uint64, finfo, iinfo, promote_types)
+    bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16, int32,
+    int64, uint8, uint16, uint32, uint64, finfo, iinfo, promote_types)
 from mirax.numpy._core import *  # noqa: F401,F403
 from mirax.numpy._core import all, any, max, min, sum  # noqa: F401
 from mirax.numpy._math import *  # noqa: F401,F403
@@ -20,3 +20,4 @@ from mirax.numpy._sets import *  # noqa: F401,F403
 from mirax.numpy._stats import *  # noqa: F401,F403
 from mirax.numpy._select import *  # noqa: F401,F403
 from mirax.numpy._poly import *  # noqa: F401,F403
+from mirax.numpy._complex import *  # noqa: F401,F403

@@ -220,6 +220,8 @@ def isnan(x):
 
 def isinf(x):
     x = operand(x, "isinf")
+    if dtypes.is_complex(x.dtype):  # as NumPy: either part infinite
+        return ew.logical_or(isinf(ew.real(x)), isinf(ew.imag(x)))
     if not dtypes.is_float(x.dtype):
         return ew.ne(x, x)
     return ew.logical_and(ew.logical_not(ew.is_finite(x)), ew.eq(x, x))
@@ -283,14 +285,14 @@ def positive(x):
 
 
 def conj(x):
-    return operand(x, "conj")
+    return ew.conj(x)
 
 
 conjugate = conj
 
 
 def real(x):
-    return operand(x, "real")
+    return ew.real(x)
 
 
 def fmax(x, y):

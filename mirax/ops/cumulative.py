@@ -124,7 +124,7 @@ def _cumprod_vjp(ct, out, x, *, axis, reverse):
     # x̄_j = E_j S_j with S_j = sum_{i>=j} ct_i prod_{j<k<=i} x_k, i.e. S_j = ct_j + x_{j+1}
     # S_{j+1}: the same recurrence run the other way.
     from mirax.ops.elementwise import mul
-    if not dtypes.is_float(aval_of(x).dtype):
+    if not dtypes.is_inexact(aval_of(x).dtype):
         return [None]
     excl = _prev(out, axis, reverse, 1)
     s = linear_recurrence(_next(x, axis, reverse, 0), ct, axis, not reverse)
@@ -153,7 +153,7 @@ def _cumextreme(name, np_fn):
 
     @p.def_vjp
     def vjp(ct, out, x, *, axis, reverse):
-        if not dtypes.is_float(aval_of(x).dtype):
+        if not dtypes.is_inexact(aval_of(x).dtype):
             return [None]
         from mirax.ops.elementwise import div, mul
         hit, group, den = _ties(x, out, axis, reverse)

@@ -244,7 +244,7 @@ def _spread(vals, mask):
 def _float_masks(body: Graph, nk: int, consts, init, xs):
     """Which consts, carries, xs and ys of a scan are float (get cotangents)."""
     return ([is_float(c) for c in consts], [is_float(c) for c in init],
-            [is_float(x) for x in xs], [dtypes.is_float(a.dtype) for a in body.out_avals[nk:]])
+            [is_float(x) for x in xs], [dtypes.is_inexact(a.dtype) for a in body.out_avals[nk:]])
 
 
 def _bwd_avals(body: Graph, nc: int, nk: int, masks, seg=None):
@@ -282,7 +282,7 @@ def _bwd_graph(body: Graph, nc: int, nk: int) -> Graph:
     from mirax.ops.elementwise import add
     from mirax.transforms.vjp import vjp_flat
     ins, outs = body.in_avals, body.out_avals
-    fl = (lambda avals: [dtypes.is_float(a.dtype) for a in avals])
+    fl = (lambda avals: [dtypes.is_inexact(a.dtype) for a in avals])
     masks = (fl(ins[:nc]), fl(ins[nc:nc + nk]), fl(ins[nc + nk:]), fl(outs[nk:]))
     dc, dk, dx, _ = masks
 

@@ -301,7 +301,7 @@ def _pad_transpose(ct, x, v, *, padding_config):
     t_x = slice(unpadded, (0,) * len(padding_config), unpadded.shape,
                 tuple(i + 1 for _, _, i in padding_config))
     t_v = None
-    if dtypes.is_float(aval_of(v).dtype):
+    if dtypes.is_inexact(aval_of(v).dtype):
         from mirax.ops.elementwise import sub
         t_v = sub(reduce_sum(ct, None), reduce_sum(t_x, None))
     return [t_x, t_v]

@@ -2,9 +2,9 @@
 (jacfwd of jacrev) and hvp (forward over reverse)."""
 from __future__ import annotations
 
-from mirax.core import tree
+from mirax.core import dtypes, tree
 from mirax.core.trace import aval_of
-from mirax.ops.common import operand
+from mirax.ops.common import operand, short
 from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
 from mirax.transforms.jvp import jvp
 from mirax.transforms.vjp import grad, vjp
@@ -34,13 +34,14 @@ def _total(leaves):
     return sum(aval_of(x).size for x in leaves)
 
 
-def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
+def jacfwd(f, argnums=0, has_aux=False, chunk_size=None, holomorphic=False):
     """The Jacobian by forward mode; with has_aux, f returns (out, aux) and the result is
-    (jacobian, aux)."""
+    (jacobian, aux). Complex inputs need holomorphic=True (as JAX): the result is then the
+    complex Jacobian df/dz."""
     def jac(*args):
         nums = check_argnums("jacfwd", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
-        check_float_inputs("jacfwd", leaves)
+        check_float_inputs("jacfwd", leaves, holomorphic=holomorphic, complex_ok=False)
         n = _total(leaves)
         dtype = leaves[0].dtype
 
@@ -75,16 +76,17 @@ def _assemble_fwd(cols, leaves, treedef, argnums):
     return tree.map(per_out, cols)
 
 
-def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
+def jacrev(f, argnums=0, has_aux=False, chunk_size=None, holomorphic=False):
     """The Jacobian by reverse mode; with has_aux, f returns (out, aux) and the result is
-    (jacobian, aux)."""
+    (jacobian, aux). Complex outputs need holomorphic=True (as JAX)."""
     def jac(*args):
         nums = check_argnums("jacrev", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
-        check_float_inputs("jacrev", leaves)
+        check_float_inputs("jacrev", leaves, holomorphic=holomorphic)
         out, pullback, *aux = vjp(lambda *xs: f(*rebuild(xs)), *leaves, has_aux=has_aux)
         out_leaves, out_tree = tree.flatten(out)
         out_leaves = [operand(o, "jacrev") for o in out_leaves]
+        _check_outputs(out_leaves, holomorphic)
         m = _total(out_leaves)
         cts = _split_basis(_basis(m, out_leaves[0].dtype), out_leaves)
         rows = vmap(lambda *c: pullback(tree.unflatten(out_tree, list(c))),
@@ -102,6 +104,16 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
         out = tree.unflatten(out_tree, per_out)
         return (out, aux[0]) if has_aux else out
     return jac
+
+
+def _check_outputs(outs, holomorphic):
+    for o in outs:
+        if holomorphic and not dtypes.is_complex(o.dtype):
+            raise TypeError(f"jacrev(holomorphic=True) requires complex outputs, got "
+                            f"{short(o)}")
+        if not holomorphic and dtypes.is_complex(o.dtype):
+            raise TypeError(f"jacrev requires real outputs, got {short(o)}; for a holomorphic "
+                            "function pass holomorphic=True")
 
 
 def hessian(f, argnums=0, has_aux=False, chunk_size=None):

@@ -37,7 +37,7 @@ class JVPTrace(Trace):
 
 
 def has_tangent_space(x) -> bool:
-    return dtypes.is_float(aval_of(x).dtype)
+    return dtypes.is_inexact(aval_of(x).dtype)
 
 
 def jvp_flat(fn, primals: list, tangents: list, trace_box: list | None = None
@@ -59,7 +59,7 @@ def instantiate(t, like):
     if t is not None:
         return t
     a = aval_of(like)
-    if not dtypes.is_float(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         from mirax.ops.shape import full
         return full(a.shape, 0, dtypes.float32)  # float0 stand-in: integer inputs
     return zeros_like_aval(a)
@@ -82,7 +82,7 @@ def jvp(f, primals, tangents, has_aux=False):
         t = operand(t, "jvp")
         if tuple(t.shape) != tuple(p.shape):
             raise ValueError(f"jvp: tangent {short(t)} does not match primal {short(p)}")
-        if dtypes.is_float(p.dtype) and t.dtype != p.dtype:
+        if dtypes.is_inexact(p.dtype) and t.dtype != p.dtype:
             from mirax.ops.elementwise import convert_element_type
             t = convert_element_type(t, p.dtype)
         ts.append(t)

@@ -48,7 +48,7 @@ class VJPTrace(Trace):
         ins = [t.primal if isinstance(t, VJPTracer) and t._trace is self else t
                for t in tracers]
         in_idx = [t.idx if isinstance(t, VJPTracer) and t._trace is self and
-                  dtypes.is_float(t._aval.dtype) else None for t in tracers]
+                  dtypes.is_inexact(t._aval.dtype) else None for t in tracers]
         out = prim.bind(*ins, **params)
         if all(i is None for i in in_idx):
             return out
@@ -104,22 +104,30 @@ def vjp_flat(fn, primals: list, trace_box: list | None = None):
     def backward_fn(cts: list) -> list:
         res = backward(trace, out_idx, cts, in_idx)
         return [zeros_like_aval(a) if c is None and
-                dtypes.is_float(a.dtype) else c for c, a in zip(res, in_avals)]
+                dtypes.is_inexact(a.dtype) else c for c, a in zip(res, in_avals)]
     return out_primals, backward_fn
 
 
 # --- public API ---------------------------------------------------------------------------
-def _scalar_check(name, out):
+def _scalar_check(name, out, holomorphic=False):
     from mirax.ops.common import short
     a = aval_of(out)
     if a.shape != ():
         raise TypeError(f"{name}: the function must return a scalar (shape ()), got "
                         f"{short(a)}; use mx.vjp or mx.jacrev for non-scalar outputs")
-    if not dtypes.is_float(a.dtype):
+    if holomorphic:
+        if not dtypes.is_complex(a.dtype):
+            raise TypeError(f"{name}(holomorphic=True): the function must return a complex "
+                            f"scalar, got {short(a)}")
+    elif dtypes.is_complex(a.dtype):
+        raise TypeError(f"{name}: the function must return a real scalar, got {short(a)}; "
+                        "for a holomorphic function pass holomorphic=True, otherwise take "
+                        "mnp.real / mnp.abs of the output")
+    elif not dtypes.is_inexact(a.dtype):
         raise TypeError(f"{name}: the function must return a float scalar, got {short(a)}")
 
 
-def value_and_grad(f, argnums=0, has_aux=False):
+def value_and_grad(f, argnums=0, has_aux=False, holomorphic=False):
     from mirax.core import tree
     from mirax.ops.common import operand
     from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
@@ -127,7 +135,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
     def value_and_grad_f(*args, **kwargs):
         nums = check_argnums("grad", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums)
-        check_float_inputs("grad", leaves)
+        check_float_inputs("grad", leaves, holomorphic=holomorphic)
         aux_box = []
 
         def flat_fn(*xs):
@@ -139,7 +147,7 @@ def value_and_grad(f, argnums=0, has_aux=False):
                 out, aux = out
                 aux_box.append(aux)
             out = operand(out, "grad")
-            _scalar_check("grad", out)
+            _scalar_check("grad", out, holomorphic)
             return [out]
 
         trace_box = []
@@ -156,8 +164,12 @@ def value_and_grad(f, argnums=0, has_aux=False):
     return value_and_grad_f
 
 
-def grad(f, argnums=0, has_aux=False):
-    vg = value_and_grad(f, argnums, has_aux)
+def grad(f, argnums=0, has_aux=False, holomorphic=False):
+    """The gradient of a real scalar f. For complex inputs it is JAX's convention: the
+    conjugate of the steepest-ascent direction, df/dx - i df/dy (z = x + iy). With
+    holomorphic=True, f is complex-valued and holomorphic in complex inputs and the result
+    is the complex derivative f'(z)."""
+    vg = value_and_grad(f, argnums, has_aux, holomorphic)
 
     def grad_f(*args, **kwargs):
         out = vg(*args, **kwargs)
