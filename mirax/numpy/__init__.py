@@ -10,6 +10,7 @@ from mirax.numpy._shape_extra import *  # noqa: F401,F403
 from mirax.numpy._einsum import einsum, einsum_path  # noqa: F401
 from mirax.numpy._sorting import *  # noqa: F401,F403
 from mirax.numpy import linalg  # noqa: F401
+from mirax.numpy import fft  # noqa: F401
 from mirax.numpy._indexing import *  # noqa: F401,F403
 from mirax.numpy._indexing import (  # noqa: F401
     argwhere, compress, diag, diagonal, flatnonzero, nonzero, put_along_axis, take,

@@ -342,8 +342,14 @@ conj_p = unary("conj", np.conj, lambda g, x, y: conj(g), float_only=False)
 
 
 def _conj_sign(x):
-    """conj(x / |x|) for complex x (0 at 0), sign(x) for real x."""
-    return conj(sign(x)) if dtypes.is_complex(aval_of(x).dtype) else sign(x)
+    """conj(x) / |x| for complex x (0 at 0), sign(x) for real x. NOTE: for complex x it is
+    built from conj, div and abs (not sign, whose derivative is 0) so that second
+    derivatives of |z| are right."""
+    if not dtypes.is_complex(aval_of(x).dtype):
+        return sign(x)
+    a = abs(x)
+    safe = select(eq(a, 0), ones_like(a), a)
+    return div(conj(x), convert_element_type(safe, aval_of(x).dtype))
 
 
 def _abs_d(g, x):
