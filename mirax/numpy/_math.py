@@ -26,7 +26,7 @@ isfinite = ew.is_finite
 
 def _float_pair(x, y, op):
     x, y = promote(op, x, y)
-    if not dtypes.is_float(x.dtype):
+    if not dtypes.is_inexact(x.dtype):
         x, y = ew.convert_element_type(x, dtypes.float32, x.weak_type), \
             ew.convert_element_type(y, dtypes.float32, y.weak_type)
     return x, y
@@ -67,7 +67,7 @@ def fmod(x, y):
 def power(x, y):
     if isinstance(y, int) and not isinstance(y, bool):
         x = operand(x, "power")
-        if y < 0 and not dtypes.is_float(x.dtype):
+        if y < 0 and not dtypes.is_inexact(x.dtype):
             raise ValueError(f"power: integers cannot be raised to negative powers, got "
                              f"{short(x)} ** {y}")
         if 0 <= y <= 4:
@@ -116,6 +116,8 @@ def trunc(x):
 
 def round(x, decimals=0):
     x = operand(x, "round")
+    if dtypes.is_complex(x.dtype):  # both parts, as NumPy
+        return ew.complex(round(ew.real(x), decimals), round(ew.imag(x), decimals))
     if not dtypes.is_float(x.dtype):
         return x
     if decimals == 0:

@@ -79,7 +79,17 @@ def _diag_embed(v):
 
 
 def _sym(x):
-    return ew.mul(ew.add(x, _T(x)), 0.5)
+    """The symmetric (Hermitian, for complex x) part."""
+    return ew.mul(ew.add(x, ew.conj(_T(x))), 0.5)
+
+
+def _real_rules_only(name, a):
+    """NOTE: the matrix-calculus rules of cholesky, eigh, svd, qr and slogdet below are the
+    real-matrix formulas; their complex forms (conjugate transposes in JAX's convention) are
+    not written yet, so a complex derivative is refused rather than wrong."""
+    if dtypes.is_complex(aval_of(a).dtype):
+        raise NotImplementedError(f"{name}: derivatives for complex matrices are not "
+                                  f"implemented (got {short(aval_of(a))})")
 
 
 def _row(v):
@@ -138,8 +148,8 @@ def _square_abstract_eval(name):
     def rule(a, **params):
         if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
             raise ValueError(f"{name}: expected square matrices (..., n, n), got {short(a)}")
-        if not dtypes.is_float(a.dtype):
-            raise TypeError(f"{name}: expected a float array, got {short(a)}")
+        if not dtypes.is_inexact(a.dtype):
+            raise TypeError(f"{name}: expected a float or complex array, got {short(a)}")
         return ShapedArray(a.shape, a.dtype)
     return rule
 
@@ -182,6 +192,7 @@ def _phi(x):
 def _cholesky_jvp(primals, tangents):
     # dL = L phi(L^-1 dA L^-T) for the symmetric part of dA
     (a,), (t,) = primals, tangents
+    _real_rules_only("cholesky", a)
     lo = cholesky_p.bind(a)
     if t is None:
         return lo, None
@@ -193,6 +204,7 @@ def _cholesky_jvp(primals, tangents):
 @cholesky_p.def_vjp
 def _cholesky_vjp(ct, lo, a):
     # abar = sym(L^-T phi(L^T Lbar) L^-1)
+    _real_rules_only("cholesky", a)
     p = _phi(_mm(_T(lo), ct))
     z = triangular_solve(lo, p, left_side=True, lower=True, transpose_a=True)
     s = triangular_solve(lo, z, left_side=False, lower=True)
@@ -399,7 +411,8 @@ def slogdet(a):
 @slogdet_p.def_abstract_eval
 def _slogdet_abstract_eval(a):
     _square_abstract_eval("slogdet")(a)
-    return [ShapedArray(a.shape[:-2], a.dtype)] * 2
+    return [ShapedArray(a.shape[:-2], a.dtype),
+            ShapedArray(a.shape[:-2], dtypes.real_dtype(a.dtype))]
 
 
 slogdet_p.def_impl(_host(lambda a: list(np.linalg.slogdet(a))))
@@ -408,12 +421,14 @@ slogdet_p.def_impl(_host(lambda a: list(np.linalg.slogdet(a))))
 @slogdet_p.def_jvp
 def _slogdet_jvp(primals, tangents):
     (a,), (t,) = primals, tangents
+    _real_rules_only("slogdet", a)
     out = slogdet_p.bind(a)
     return out, [None, None if t is None else _inv_t_contract(a, t)]
 
 
 @slogdet_p.def_vjp
 def _slogdet_vjp(cts, out, a):
+    _real_rules_only("slogdet", a)
     return [ew.mul(_col(_col(cts[1])), _T(inv(a)))]
 
 
@@ -463,6 +478,7 @@ def _qr_jvp(primals, tangents, full_matrices=False):
     # X = dA R^-1, C = Q^T X, Om = tril(C,-1) - tril(C,-1)^T:
     # dQ = Q (Om - C) + X, dR = (C - Om) R
     (a,), (t,) = primals, tangents
+    _real_rules_only("qr", a)
     q, r = qr_p.bind(a, full_matrices=full_matrices)
     if t is None:
         return [q, r], [None, None]
@@ -481,6 +497,7 @@ def _qr_vjp(cts, out, a, full_matrices=False):
     # the adjoint of the jvp: M = Rbar R^T - Q^T Qbar, N = M - tril(M - M^T, -1),
     # abar = (Qbar + Q N) R^-T
     _qr_check_tall(a, full_matrices)
+    _real_rules_only("qr", a)
     (ct_q, ct_r), (q, r) = cts, out
     m = ew.sub(_mm(ct_r, _T(r)), _mm(_T(q), ct_q))
     n = ew.sub(m, _tril(ew.sub(m, _T(m)), -1))
@@ -504,7 +521,7 @@ def eigh(a, symmetrize_input=True):
 @eigh_p.def_abstract_eval
 def _eigh_abstract_eval(a):
     _square_abstract_eval("eigh")(a)
-    return [ShapedArray(a.shape[:-1], a.dtype), ShapedArray(a.shape, a.dtype)]
+    return [ShapedArray(a.shape[:-1], dtypes.real_dtype(a.dtype)), ShapedArray(a.shape, a.dtype)]
 
 
 eigh_p.def_impl(_host(lambda a: list(np.linalg.eigh(a, UPLO="L"))))
@@ -519,6 +536,7 @@ def _eigh_gaps(w):
 def _eigh_jvp(primals, tangents):
     # with S = V^T sym(dA) V: dw = diag(S), dV = V (F * S)
     (a,), (t,) = primals, tangents
+    _real_rules_only("eigh", a)
     w, v = eigh_p.bind(a)
     if t is None:
         return [w, v], [None, None]
@@ -529,6 +547,7 @@ def _eigh_jvp(primals, tangents):
 @eigh_p.def_vjp
 def _eigh_vjp(cts, out, a):
     # abar = sym(V (diag(wbar) + F * (V^T Vbar)) V^T)
+    _real_rules_only("eigh", a)
     (ct_w, ct_v), (w, v) = cts, out
     inner = ew.add(_diag_embed(ct_w), ew.mul(_eigh_gaps(w), _mm(_T(v), ct_v)))
     return [_sym(_mm(_mm(v, inner), _T(v)))]
@@ -554,7 +573,7 @@ def _svd_abstract_eval(a, full_matrices=False):
     m, n = a.shape[-2:]
     k, b = min(m, n), a.shape[:-2]
     return [ShapedArray(b + (m, m if full_matrices else k), a.dtype),
-            ShapedArray(b + (k,), a.dtype),
+            ShapedArray(b + (k,), dtypes.real_dtype(a.dtype)),
             ShapedArray(b + (n if full_matrices else k, n), a.dtype)]
 
 
@@ -575,6 +594,7 @@ def _svd_jvp(primals, tangents, full_matrices=False):
     if t is None:
         return [u, s, vt], [None, None, None]
     _full_matrices_check("svd", a, full_matrices)
+    _real_rules_only("svd", a)
     m, n = aval_of(a).shape[-2:]
     v, f = _T(vt), _svd_gaps(s)
     ds_mat = _mm(_mm(_T(u), t), v)                       # dS = U^T dA V
@@ -596,6 +616,7 @@ def _svd_vjp(cts, out, a, full_matrices=False):
     # J = F * (U^T Ubar), K = F * (V^T Vbar);
     # abar = U (diag(sbar) + (J + J^T) S + S (K + K^T)) V^T  (+ the m != n parts)
     _full_matrices_check("svd", a, full_matrices)
+    _real_rules_only("svd", a)
     (ct_u, ct_s, ct_vt), (u, s, vt) = cts, out
     m, n = aval_of(a).shape[-2:]
     v, ct_v, f = _T(vt), _T(ct_vt), _svd_gaps(s)
