@@ -330,6 +330,22 @@ spec("abs_complex", np.abs, path="numpy.abs", samples=unary(gen=nonzero), dtypes
 spec("lax_complex", lambda x, y: x + 1j * y, path="lax.complex", samples=binary(),
      jax_name=None)
 spec("abs", samples=unary(gen=nonzero), dtypes=NUMERIC)
+# fft: one spec per transform kind (values against np.fft; the generated rule tests check
+# the transposes by the dot-product identity in JAX's pairing)
+spec("fft_fft", np.fft.fft, path="numpy.fft.fft", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(3, 8)]), S([(5,)], 8), S([(4, 6)], None, 0)))
+spec("fft_ifft", np.fft.ifft, path="numpy.fft.ifft", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(3, 8)], None, -1, "ortho"), S([(6,)], 4)))
+spec("fft_fftn", np.fft.fftn, path="numpy.fft.fftn", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(2, 3, 4)]), S([(4, 6)], (3, 8), None, "forward")))
+spec("fft_rfft", np.fft.rfft, path="numpy.fft.rfft", jax_name=None,
+     samples=cases(S([(3, 8)]), S([(7,)], 9), S([(4, 5)], None, 0, "ortho")))
+spec("fft_irfft", np.fft.irfft, path="numpy.fft.irfft", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(3, 5)]), S([(5,)], 9), S([(4, 3)], None, 0, "forward")))
+spec("fft_rfftn", np.fft.rfftn, path="numpy.fft.rfftn", jax_name=None,
+     samples=cases(S([(2, 3, 6)]), S([(4, 5)], (3, 7))))
+spec("fft_irfftn", np.fft.irfftn, path="numpy.fft.irfftn", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(2, 3, 4)]), S([(4, 5)], (3, 7))))
 spec("absolute", samples=unary(gen=nonzero), dtypes=NUMERIC, jax_name="abs")
 spec(
     "round_decimals",
