@@ -404,7 +404,7 @@ convert_element_type_p.def_impl(
 
 
 def _convert_impl(x, dtype):
-    if x.dtype.kind == "c" and np.dtype(dtype).kind != "c":  # the real part, as JAX
+    if np.iscomplexobj(x) and np.dtype(dtype).kind != "c":  # the real part, as JAX
         x = np.real(x)
     if dtypes.is_int(dtype) and x.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
