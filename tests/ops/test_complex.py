@@ -325,3 +325,22 @@ def test_jit_large_complex_chain():
     _close(got, want, rtol=2e-5, atol=2e-5)
     g = mx.jit(mx.grad(lambda a: mnp.sum(f(a))))(mnp.asarray(z))
     _close(g, mx.grad(lambda a: mnp.sum(f(a)))(mnp.asarray(z)), rtol=1e-5, atol=1e-5)
+
+
+# --- mx.testing.check_grads with complex arguments ------------------------------------------------
+def test_check_grads_complex():
+    z, r = np.array([1 + 2j, -0.5 + 0.3j]), np.array([0.3, 1.2])
+    mx.testing.check_grads(lambda a, b: mnp.exp(a) * b + mnp.abs(a) ** 2, (z, r), order=2)
+    mx.testing.check_grads(lambda a: mnp.fft.fft(a) * mnp.conj(a), (z,), order=2)
+    mx.testing.check_grads(lambda a: mnp.fft.irfft(a, n=3), (z,), order=2)
+    g = mx.testing.numerical_grad(lambda a: mnp.sum(mnp.abs(a) ** 2), (z,))[0]
+    _close(g, 2 * np.conj(z), rtol=1e-8)
+
+
+def test_check_grads_catches_a_conjugation_error(monkeypatch):
+    """A vjp missing the conjugate that JAX's transpose of conj needs is reported."""
+    from mirax.ops import elementwise as ew
+    monkeypatch.setattr(ew.conj_p, "vjp_rule", lambda ct, out, x, needs=None: [ct])
+    with pytest.raises(AssertionError, match="rev-mode"):
+        mx.testing.check_grads(lambda a: mnp.conj(a) * 2, (np.array([1 + 2j]),), order=1,
+                               modes="rev")
