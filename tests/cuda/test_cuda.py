@@ -54,7 +54,8 @@ def _close(got, want, rtol=2e-5, atol=1e-6, what=""):
         if g.dtype.kind in "iub" and w.dtype.kind in "iub":
             np.testing.assert_array_equal(g, w, err_msg=what)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+            wide = np.complex128 if "c" in (g.dtype.kind, w.dtype.kind) else np.float64
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=rtol,
                                        atol=atol, equal_nan=True, err_msg=what)
 
 
@@ -90,7 +91,7 @@ def _ref_value(spec, sample):
 
 def _tol(spec, dtype):
     rtol, atol = value_tol(spec, dtype)
-    if np.dtype(dtype) == np.float32:
+    if np.dtype(dtype) in (np.float32, np.complex64):
         rtol, atol = max(rtol, 2e-5), max(atol, 2e-6)
     elif np.dtype(dtype) == np.float64:
         rtol, atol = max(rtol, 1e-9), max(atol, 1e-10)
