@@ -286,8 +286,58 @@ def test_linalg_values():
     _close(np.asarray(a) @ np.asarray(v), np.asarray(v) * np.asarray(w)[None, :], atol=1e-10)
     _close(np.sort_complex(np.asarray(mnp.linalg.eigvals(mnp.asarray(a)))),
            np.sort_complex(np.linalg.eigvals(a)))
-    with pytest.raises(NotImplementedError, match="cholesky"):
-        mx.grad(lambda x: mnp.sum(mnp.abs(mnp.linalg.cholesky(x))))(mnp.asarray(h))
+
+
+def _linalg_cases(rng):
+    """Real losses of complex factorizations, invariant under the factors' phase freedom
+    (where there is one) so that they are functions of the matrix."""
+    def svd_loss(m, x, w, wn):
+        u, s, vt = m.linalg.svd(x, full_matrices=False)
+        k = s.shape[0]
+        return (m.sum(s ** 3) + m.sum(m.real((u * s[None, :]) @ vt * w))
+                + m.sum(m.abs(u) ** 4 * m.real(w[:, :k]))
+                + m.sum(m.real(m.conj(vt).T @ m.diag(m.arange(k) + 1.0) @ vt * wn)))
+
+    def eigh_loss(m, x, w, wn):
+        lam, v = m.linalg.eigh(x)
+        return (m.sum(lam ** 3) + m.sum(m.abs(v) ** 4 * m.real(w))
+                + m.sum(m.real(v @ m.diag(m.arange(3) + 1.0) @ m.conj(v).T * w)))
+
+    def qr_loss(m, x, w, wn):
+        q, r = m.linalg.qr(x)
+        return m.sum(m.real(q * w)) + m.sum(m.abs(r) ** 2) + m.sum(m.real(r * wn))
+
+    def chol_loss(m, x, w, wn):
+        lo = m.linalg.cholesky(x)
+        return m.sum(m.real(lo * w)) + m.sum(m.abs(lo) ** 2 * m.real(w))
+
+    def slogdet_loss(m, x, w, wn):
+        sign, logdet = m.linalg.slogdet(x)
+        return 2 * logdet + m.real(sign * (0.3 + 0.8j))
+
+    return [("cholesky", chol_loss, (3, 3), True), ("eigh", eigh_loss, (3, 3), True),
+            ("qr", qr_loss, (4, 3), False), ("qr_square", qr_loss, (3, 3), False),
+            ("svd_tall", svd_loss, (4, 3), False), ("svd_wide", svd_loss, (3, 4), False),
+            ("slogdet", slogdet_loss, (3, 3), False)]
+
+
+@pytest.mark.parametrize("k", [
+    pytest.param(k, id=c[0], marks=() if c[0] in ("cholesky", "qr") else pytest.mark.slow)
+    for k, c in enumerate(_linalg_cases(None))])
+def test_complex_linalg_derivatives(k, x64):
+    """grad and forward-over-reverse second derivatives of complex cholesky, eigh, qr, svd
+    and slogdet against JAX."""
+    rng = np.random.default_rng(10 + k)
+    name, loss, shape, hermitian = _linalg_cases(rng)[k]
+    a = _c(rng, shape)
+    if hermitian:
+        a = a @ a.conj().T + 3 * np.eye(shape[0])
+    w, t = _c(rng, a.shape), _c(rng, a.shape)
+    wn = _c(rng, (a.shape[1], a.shape[1]) if name.startswith("svd") else (3, a.shape[1]))
+    lm, lj = (lambda x: loss(mnp, x, w, wn)), (lambda x: loss(jnp, x, w, wn))
+    _close(mx.grad(lm)(mnp.asarray(a)), jax.grad(lj)(a), rtol=1e-9, atol=1e-10)
+    _close(mx.jvp(mx.grad(lm), (mnp.asarray(a),), (mnp.asarray(t),))[1],
+           jax.jvp(jax.grad(lj), (a,), (t,))[1], rtol=1e-8, atol=1e-9)
 
 
 @pytest.mark.parametrize("complex_input", [False, True])
