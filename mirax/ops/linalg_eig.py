@@ -1,11 +1,11 @@
 """eig: eigenvalues and right eigenvectors of general (non-symmetric) square matrices, always
 complex (as JAX): w (..., n), v (..., n, n) with unit-norm columns (NumPy's LAPACK geev).
 
-Derivatives, first order, of the eigenvalues only (eigvals, and the w tangent of eig): with
-S = V^-1 dA V, dw = diag(S); the transpose in JAX's convention is wbar -> V^-T diag(wbar)
-V^T (a real input takes the real part). The eigenvector derivative (which depends on the
-normalization) is not implemented: eig's vjp raises NotImplementedError and its v tangent is
-NaN; since eigvals' rules use V, derivatives of eigvals beyond the first are not available.
+Derivatives, first order, of the eigenvalues (eigvals): with S = V^-1 dA V, dw = diag(S);
+the transpose in JAX's convention is wbar -> V^-T diag(wbar) V^T (a real input takes the
+real part). Eigenvector derivatives are not implemented (JAX refuses them by default too):
+eig's jvp and vjp raise NotImplementedError, and since eigvals' rules use V, derivatives of
+eigvals beyond the first raise as well (as in JAX).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _complex(x):
         x, dtypes.complex_dtype(a.dtype))
 
 
-def _eigvals_tangent(a, v, t):
+def _eigvals_tangent(v, t):
     """dw = diag(V^-1 dA V)."""
     return _diag(_mm(inv(v), _mm(_complex(t), v)))
 
@@ -59,14 +59,17 @@ def _eig_jvp(primals, tangents):
     w, v = eig_p.bind(a)
     if t is None:
         return [w, v], [None, None]
-    # NOTE: the eigenvector tangent is not implemented; NaNs mark it (never a silent zero)
-    return [w, v], [_eigvals_tangent(a, v, t), ew.mul(v, float("nan"))]
+    raise NotImplementedError(_NO_EIGVEC)
 
 
 @eig_p.def_vjp
 def _eig_vjp(cts, out, a):
-    raise NotImplementedError("eig: reverse-mode derivatives of the eigenvectors are not "
-                              "implemented; for eigenvalues use mnp.linalg.eigvals")
+    raise NotImplementedError(_NO_EIGVEC)
+
+
+# as JAX (whose eig needs enable_eigvec_derivs=True for them)
+_NO_EIGVEC = ("eig: derivatives of non-symmetric eigenvectors are not implemented; for the "
+              "eigenvalues use mnp.linalg.eigvals, for Hermitian matrices eigh")
 
 
 eig_p.def_vmap(_vmap_front(eig_p))
@@ -93,7 +96,7 @@ eigvals_p.def_impl(lambda a: _eig_impl(a)[0])
 def _eigvals_jvp(primals, tangents):
     (a,), (t,) = primals, tangents
     w, v = eig_p.bind(a)
-    return w, None if t is None else _eigvals_tangent(a, v, t)
+    return w, None if t is None else _eigvals_tangent(v, t)
 
 
 @eigvals_p.def_vjp

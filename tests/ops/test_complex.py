@@ -394,3 +394,17 @@ def test_check_grads_catches_a_conjugation_error(monkeypatch):
     with pytest.raises(AssertionError, match="rev-mode"):
         mx.testing.check_grads(lambda a: mnp.conj(a) * 2, (np.array([1 + 2j]),), order=1,
                                modes="rev")
+
+
+def test_array_methods_and_eig_refusal():
+    z = np.array([[1 + 2j, 3 - 1j], [0.5j, 2.0]])
+    a = mnp.asarray(z)
+    _close(a.real, z.real)
+    _close(a.imag, z.imag)
+    _close(a.conj(), z.conj())
+    _close(a.conjugate(), z.conj())
+    _close(mnp.ones(2).imag, [0.0, 0.0])
+    _close(mx.grad(lambda x: mnp.sum(x.real * x.imag))(a),
+           np.conj(z.imag + 1j * z.real))   # d/dx - i d/dy of x y is y - i x
+    with pytest.raises(NotImplementedError, match="eigenvectors"):
+        mx.grad(lambda x: mnp.sum(mnp.abs(mnp.linalg.eig(x)[1])))(a)
