@@ -22,5 +22,5 @@ from mirax.ops.indexing import (  # noqa: F401
     gather, scatter_add)
 from mirax.transforms.custom import stop_gradient  # noqa: F401
 from mirax.ops.conv import conv_general_dilated  # noqa: F401
-from mirax.ops.fft import fft  # noqa: F401
+from mirax.ops.fft import FftType, fft  # noqa: F401
 from mirax.lax._extra import *  # noqa: F401,F403,E402  (compositions: cumlogsumexp, top_k, ...)

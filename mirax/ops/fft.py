@@ -18,6 +18,8 @@ The transposes are written with mirax ops, so derivatives of any order work.
 """
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
 from mirax.core import dtypes
@@ -29,6 +31,14 @@ from mirax.ops import shape as sh
 from mirax.ops.common import operand, short
 
 FFT_TYPES = ("fft", "ifft", "rfft", "irfft")
+
+
+class FftType(enum.IntEnum):
+    """lax.fft's transform kinds (JAX's names and values); strings work too."""
+    FFT = 0
+    IFFT = 1
+    RFFT = 2
+    IRFFT = 3
 
 # --- fft -----------------------------------------------------------------------------------
 fft_p = Primitive("fft")

@@ -142,3 +142,20 @@ def test_errors():
         mnp.fft.fftn(mnp.asarray(Z), axes=(0, 0))
     with pytest.raises(ValueError, match="fft"):
         mnp.fft.fft(mnp.ones(4), n=0)
+
+
+def test_lax_fft_and_sort_grad(x64):
+    x = np.random.default_rng(3).normal(size=(2, 4, 6))
+    got = mx.lax.fft(mnp.asarray(x), mx.lax.FftType.RFFT, (4, 6))
+    np.testing.assert_allclose(np.asarray(got), jax.lax.fft(x, jax.lax.FftType.RFFT, (4, 6)),
+                               rtol=1e-12, atol=1e-12)
+    back = mx.lax.fft(got, "irfft", (4, 6))
+    np.testing.assert_allclose(np.asarray(back), x, rtol=1e-12, atol=1e-12)
+    # sorting complex values (lexicographic) and its gradient against JAX
+    z = np.array([2 + 1j, 1 + 3j, 2 - 1j, 1 + 0.5j])
+    w = np.arange(4.0) + 1j
+
+    def loss(m):
+        return lambda a: m.sum(m.real(m.sort(a) * w) + m.abs(m.sort(a)) ** 2)
+    np.testing.assert_allclose(np.asarray(mx.grad(loss(mnp))(mnp.asarray(z))),
+                               jax.grad(loss(jnp))(z), rtol=1e-12)
