@@ -309,6 +309,9 @@ def fmin(x, y):
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     x = operand(x, "nan_to_num")
+    if dtypes.is_complex(x.dtype):  # each part, as NumPy
+        return ew.complex(nan_to_num(ew.real(x), nan, posinf, neginf),
+                          nan_to_num(ew.imag(x), nan, posinf, neginf))
     if not dtypes.is_float(x.dtype):
         return x
     fi = dtypes.finfo(x.dtype)

@@ -408,3 +408,14 @@ def test_array_methods_and_eig_refusal():
            np.conj(z.imag + 1j * z.real))   # d/dx - i d/dy of x y is y - i x
     with pytest.raises(NotImplementedError, match="eigenvectors"):
         mx.grad(lambda x: mnp.sum(mnp.abs(mnp.linalg.eig(x)[1])))(a)
+
+
+def test_isclose_can_cast_nan_to_num():
+    a = np.array([1 + 1j, 2 + 1e-9j, np.inf + 0j, 1 + 2j])
+    b = np.array([1 + 1j, 2 + 0j, np.inf + 0j, 1 + 2.1j])
+    np.testing.assert_array_equal(mnp.isclose(a, b), np.isclose(a, b))
+    for f, t in (("float32", "complex64"), ("complex64", "float32"), ("complex128", "complex64")):
+        for casting in ("safe", "same_kind"):
+            assert mnp.can_cast(f, t, casting) == np.can_cast(f, t, casting), (f, t, casting)
+    v = np.array([np.nan + 1j, np.inf - np.inf * 1j], np.complex64)
+    np.testing.assert_array_equal(np.asarray(mnp.nan_to_num(mnp.asarray(v))), np.nan_to_num(v))
