@@ -4,6 +4,8 @@ mirax dtypes are NumPy dtype objects (bfloat16 from ml_dtypes). Promotion follow
 type lattice with weak types: a Python scalar (or an array made from one) is *weak* and
 takes the other operand's dtype (f32 array * 2.0 -> f32; int32 + 2.5 -> f32). There is no
 x64 switch: float64 appears only when asked for (dtype= or a NumPy float64 input).
+complex64 and complex128 sit above the floats as in JAX (f32 + c64 -> c64, f64 + c64 ->
+c128); a Python complex is a weak complex (f32 * 1j -> c64, f64 * 1j -> c128).
 """
 from __future__ import annotations
 
