@@ -44,7 +44,7 @@ def _check_scalar(graph: Graph, op: str):
     if len(graph.outputs) != 1:
         raise ValueError(f"{op}: the graph must have one output, it has {len(graph.outputs)}")
     a = graph.out_avals[0]
-    if a.shape != () or not dtypes.is_inexact(a.dtype):
+    if a.shape != () or not dtypes.is_float(a.dtype):  # real: as grad, no holomorphic here
         raise ValueError(f"{op}: the graph's output must be a float scalar, got "
                          f"{a.str_short()}")
 
@@ -155,7 +155,7 @@ def nth_order_grad(graph: Graph, order: int) -> Graph:
     Each layer is simplified (simplify + cse + dce) before the next is built."""
     if not isinstance(order, int) or order < 1:
         raise ValueError(f"ir.nth_order_grad: order must be an int >= 1, got {order!r}")
-    if len(graph.inputs) != 1 or not dtypes.is_inexact(graph.in_avals[0].dtype):
+    if len(graph.inputs) != 1 or not dtypes.is_float(graph.in_avals[0].dtype):
         raise ValueError("ir.nth_order_grad: the graph must have exactly one float input")
     _check_scalar(graph, "ir.nth_order_grad")
     g = grad(graph)
