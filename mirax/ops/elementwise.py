@@ -188,10 +188,10 @@ complex_p = binary("complex", lambda x, y: _complex_impl(x, y),
 
 @complex_p.def_abstract_eval
 def _complex_abstract_eval(x, y):
-    ShapedArray_ = _binary_abstract_eval("complex", None)(x, y)
+    base = _binary_abstract_eval("complex", None)(x, y)
     if not dtypes.is_float(x.dtype):
         raise TypeError(f"complex: expected float operands, got {short(x)}")
-    return ShapedArray(ShapedArray_.shape, dtypes.complex_dtype(x.dtype))
+    return ShapedArray(base.shape, dtypes.complex_dtype(x.dtype))
 
 
 def _complex_impl(x, y):
