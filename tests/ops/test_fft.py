@@ -24,6 +24,7 @@ _rng = np.random.default_rng(0)
 Z = _rng.normal(size=(4, 6)) + 1j * _rng.normal(size=(4, 6))
 R = _rng.normal(size=(4, 6))
 Z3 = _rng.normal(size=(2, 3, 4)) + 1j * _rng.normal(size=(2, 3, 4))
+Z4 = _rng.normal(size=(2, 3, 2, 4)) + 1j * _rng.normal(size=(2, 3, 2, 4))  # > 3 axes
 
 CASES = [
     ("fft", Z, {}), ("fft", Z, {"n": 4, "axis": 0}), ("ifft", Z, {"n": 8}),
@@ -34,7 +35,8 @@ CASES = [
     ("irfft", Z, {"axis": 0, "norm": "ortho"}), ("rfft2", R, {"norm": "forward"}),
     ("irfft2", Z, {"s": (5, 7)}), ("rfftn", R, {"s": (3, 8), "axes": (0, 1)}), ("irfftn", Z3, {}),
     ("hfft", Z, {}), ("hfft", Z, {"n": 7, "norm": "ortho"}), ("ihfft", R, {}),
-    ("ihfft", R, {"norm": "forward"}),
+    ("ihfft", R, {"norm": "forward"}), ("fftn", Z4, {}), ("irfftn", Z4, {"norm": "ortho"}),
+    ("rfftn", Z4.real.copy(), {}),
 ]
 IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'default'}-{i}"
        for i, (n, _, kw) in enumerate(CASES)]
