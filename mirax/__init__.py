@@ -13,7 +13,8 @@ from mirax import compiler, backends  # noqa: F401  (register the pipeline and t
 from mirax.core import config, errors, tree  # noqa: F401
 from mirax.core.array import AnyArray as Array  # noqa: F401  (tracers are Arrays too)
 from mirax.core.dtypes import (  # noqa: F401
-    bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8)
+    bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16, int32,
+    int64, uint8)
 from mirax.core.runtime import (  # noqa: F401
     default_device, device_count, devices, local_device_count, local_devices)
 from mirax.graph.build import make_graph  # noqa: F401

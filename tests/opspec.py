@@ -21,7 +21,9 @@ import mirax
 F32, F64, I32, BOOL = np.dtype("float32"), np.dtype("float64"), np.dtype("int32"), np.dtype("bool")
 FLOATS = (F32, F64)
 NUMERIC = (F32, F64, I32)
-SHORT = {F32: "f32", F64: "f64", I32: "i32", BOOL: "bool", np.dtype("float16"): "f16"}
+C64, C128 = np.dtype("complex64"), np.dtype("complex128")
+SHORT = {F32: "f32", F64: "f64", I32: "i32", BOOL: "bool", np.dtype("float16"): "f16",
+         C64: "c64", C128: "c128"}
 
 
 @dataclasses.dataclass
@@ -113,6 +115,10 @@ def arr(rng, shape, dtype, lo=-2.0, hi=2.0):
         return rng.random(shape) < 0.5
     if dtype.kind in "iu":
         return rng.integers(math.ceil(lo), math.floor(hi) + 1, size=shape).astype(dtype)
+    if dtype.kind == "c":  # real parts in [lo, hi], imaginary parts in [-(hi-lo)/4, (hi-lo)/4]
+        w = (hi - lo) / 4
+        return (rng.uniform(lo, hi, size=shape) + 1j * rng.uniform(-w, w, size=shape)).astype(
+            dtype)
     return np.asarray(rng.uniform(lo, hi, size=shape)).astype(dtype)
 
 
@@ -308,7 +314,38 @@ for _n, _lo, _hi, _kw in [
 ]:
     spec(_n, samples=unary(_lo, _hi), **_kw)
 
+# complex forms: the holomorphic unary ops in c64 too (the generated jvp/vjp tests then run in
+# c128), and the complex-part primitives
+for _s in list(SPECS):
+    if _s.name in ("sin", "cos", "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh",
+                   "arcsinh", "arccosh", "arctanh", "exp", "expm1", "log", "log1p", "sqrt",
+                   "square", "negative", "reciprocal"):
+        _s.dtypes = tuple(_s.dtypes) + (C64,)
+spec("real", dtypes=(C64, F32))
+spec("imag", dtypes=(C64, F32))
+spec("conj", dtypes=(C64, F32))
+spec("angle", dtypes=(C64,), samples=unary(gen=nonzero))
+spec("abs_complex", np.abs, path="numpy.abs", samples=unary(gen=nonzero), dtypes=(C64,),
+     jax_name="abs")
+spec("lax_complex", lambda x, y: x + 1j * y, path="lax.complex", samples=binary(),
+     jax_name=None)
 spec("abs", samples=unary(gen=nonzero), dtypes=NUMERIC)
+# fft: one spec per transform kind (values against np.fft; the generated rule tests check
+# the transposes by the dot-product identity in JAX's pairing)
+spec("fft_fft", np.fft.fft, path="numpy.fft.fft", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(3, 8)]), S([(5,)], 8), S([(4, 6)], None, 0)))
+spec("fft_ifft", np.fft.ifft, path="numpy.fft.ifft", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(3, 8)], None, -1, "ortho"), S([(6,)], 4)))
+spec("fft_fftn", np.fft.fftn, path="numpy.fft.fftn", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(2, 3, 4)]), S([(4, 6)], (3, 8), None, "forward")))
+spec("fft_rfft", np.fft.rfft, path="numpy.fft.rfft", jax_name=None,
+     samples=cases(S([(3, 8)]), S([(7,)], 9), S([(4, 5)], None, 0, "ortho")))
+spec("fft_irfft", np.fft.irfft, path="numpy.fft.irfft", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(3, 5)]), S([(5,)], 9), S([(4, 3)], None, 0, "forward")))
+spec("fft_rfftn", np.fft.rfftn, path="numpy.fft.rfftn", jax_name=None,
+     samples=cases(S([(2, 3, 6)]), S([(4, 5)], (3, 7))))
+spec("fft_irfftn", np.fft.irfftn, path="numpy.fft.irfftn", dtypes=(C64,), jax_name=None,
+     samples=cases(S([(2, 3, 4)]), S([(4, 5)], (3, 7))))
 spec("absolute", samples=unary(gen=nonzero), dtypes=NUMERIC, jax_name="abs")
 spec(
     "round_decimals",

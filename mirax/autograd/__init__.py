@@ -103,7 +103,7 @@ def _node_in(t: Tensor, sess: _Session):
                            "call backward(retain_graph=True), or recompute it")
     if t._leaf_node is not None and t._leaf_node._trace is sess:
         return t._leaf_node
-    if t.requires_grad and dtypes.is_float(t.data.dtype):
+    if t.requires_grad and dtypes.is_inexact(t.data.dtype):
         node = sess.new(t.data)
         sess.leaves[node.idx] = (weakref.ref(t), t.data)
         t._leaf_node = node
@@ -145,7 +145,7 @@ class Tensor(Tracer):
         self._node = _node
         self._leaf_node = None
         self.requires_grad = bool(requires_grad) or _node is not None
-        if requires_grad and not dtypes.is_float(self.data.dtype):
+        if requires_grad and not dtypes.is_inexact(self.data.dtype):
             raise TypeError(f"tensor: only float tensors can require gradients, got "
                             f"{self.data.aval.str_short()}")
         self.grad = None

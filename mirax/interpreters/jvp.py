@@ -41,7 +41,7 @@ class JVPTrace(Trace):
 
 
 def has_tangent_space(x) -> bool:
-    return dtypes.is_float(aval_of(x).dtype)
+    return dtypes.is_inexact(aval_of(x).dtype)
 
 
 def jvp_flat(fn, primals: list, tangents: list, trace_box: list | None = None
@@ -63,6 +63,6 @@ def instantiate(t, like):
     if t is not None:
         return t
     a = aval_of(like)
-    if not dtypes.is_float(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         return wrappers.full(a.shape, 0, dtypes.float32)  # float0 stand-in: integer inputs
     return zeros_like_aval(a)

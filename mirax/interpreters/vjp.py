@@ -58,7 +58,7 @@ class VJPTrace(Trace):
         ins = [t.primal if isinstance(t, VJPTracer) and t._trace is self else t
                for t in tracers]
         in_idx = [t.idx if isinstance(t, VJPTracer) and t._trace is self and
-                  dtypes.is_float(t._aval.dtype) else None for t in tracers]
+                  dtypes.is_inexact(t._aval.dtype) else None for t in tracers]
         out = prim.bind(*ins, **params)
         if all(i is None for i in in_idx):
             return out
@@ -118,7 +118,7 @@ def vjp_flat(fn, primals: list, trace_box: list | None = None):
     def backward_fn(cts: list) -> list:
         res = backward(trace, out_idx, cts, in_idx)
         return [zeros_like_aval(a) if c is None and
-                dtypes.is_float(a.dtype) else c for c, a in zip(res, in_avals)]
+                dtypes.is_inexact(a.dtype) else c for c, a in zip(res, in_avals)]
     return out_primals, backward_fn
 
 

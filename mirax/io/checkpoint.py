@@ -34,6 +34,10 @@ from mirax.ops.creation import asarray
 __all__ = ["load", "save"]
 
 _FORMAT_KEY = "mirax.tree"
+# safetensors has no complex dtype: a complex tensor of shape S is stored as its real parts
+# (f32 for c64, f64 for c128) of shape S + (2,) = (real, imaginary), bit for bit, and its name
+# is listed under this metadata key so load gives the complex array back
+_COMPLEX_KEY = "mirax.complex"
 _DTYPES = {
     "F64": np.float64, "F32": np.float32, "F16": np.float16, "BF16": dtypes.bfloat16,
     "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8,
@@ -107,14 +111,19 @@ def save(path, tree_) -> None:
     dup = {n for n in names if names.count(n) > 1}
     if dup:
         raise ValueError(f"io.save: tree paths collide as tensor names: {sorted(dup)}")
-    arrays = {}
+    arrays, complex_names = {}, []
     for n, (p, leaf) in zip(names, pairs):
         a = np.require(np.asarray(leaf), requirements="C")   # keeps 0-d arrays 0-d
+        if a.dtype.kind == "c" and a.dtype in dtypes.COMPLEXES:
+            complex_names.append(n)
+            a = np.stack([a.real, a.imag], axis=-1)  # exact: the parts as they are
         if a.dtype.name not in {np.dtype(d).name for d in _DTYPES.values()}:
             raise TypeError(f"io.save: leaf {tree.keystr(p) or 'the root'} has dtype "
                             f"{a.dtype}, which safetensors cannot store")
         arrays[n] = a
     meta = {_FORMAT_KEY: json.dumps(_skeleton(tree_, iter(names)))}
+    if complex_names:
+        meta[_COMPLEX_KEY] = json.dumps(complex_names)
     specs = {n: st.TensorSpec(dtype=a.dtype.name, shape=list(a.shape), data_ptr=a.ctypes.data,
                               data_len=a.nbytes) for n, a in arrays.items()}
     target = os.fspath(path)
@@ -175,6 +184,12 @@ def _read(path) -> tuple[dict, dict]:
     out = {}
     for name, info in header.items():
         out[name] = _tensor(path, name, info, data, 8 + n, body)
+    # complex tensors are stored as (real, imaginary) pairs along a last axis of 2
+    for name in json.loads(meta.get(_COMPLEX_KEY, "[]")):
+        arr = out[name]
+        z = np.empty(arr.shape[:-1], dtypes.complex_dtype(arr.dtype))
+        z.real, z.imag = arr[..., 0], arr[..., 1]
+        out[name] = z
     return out, meta
 
 

@@ -43,14 +43,14 @@ def _stage(fn, in_avals, name) -> Graph:
 
 
 def _float_inputs(graph: Graph) -> list[int]:
-    return [i for i, a in enumerate(graph.in_avals) if dtypes.is_float(a.dtype)]
+    return [i for i, a in enumerate(graph.in_avals) if dtypes.is_inexact(a.dtype)]
 
 
 def _check_scalar(graph: Graph, op: str):
     if len(graph.outputs) != 1:
         raise ValueError(f"{op}: the graph must have one output, it has {len(graph.outputs)}")
     a = graph.out_avals[0]
-    if a.shape != () or not dtypes.is_float(a.dtype):
+    if a.shape != () or not dtypes.is_float(a.dtype):  # real: as grad, no holomorphic here
         raise ValueError(f"{op}: the graph's output must be a float scalar, got "
                          f"{a.str_short()}")
 
@@ -69,7 +69,7 @@ def grad(graph: Graph, wrt: Sequence[int] | None = None) -> Graph:
         if not -n <= i < n:
             raise ValueError(f"ir.grad: wrt index {i} is out of range for a graph with "
                              f"{n} inputs")
-        if not dtypes.is_float(graph.in_avals[i].dtype):
+        if not dtypes.is_inexact(graph.in_avals[i].dtype):
             raise ValueError(f"ir.grad: input {i} is {graph.in_avals[i].str_short()}; only "
                              "float inputs have gradients")
     wrt = [i % n for i in wrt]

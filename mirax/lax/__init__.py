@@ -8,10 +8,11 @@ from mirax.ops.scan import scan  # noqa: F401
 from mirax.lax._control import map  # noqa: F401
 from mirax.ops.dot import dot_general  # noqa: F401
 from mirax.ops.elementwise import (  # noqa: F401
-    abs, acos, acosh, add, asin, asinh, atan, atan2, atanh, cbrt, ceil, convert_element_type,
-    cos, cosh, digamma, div, eq, erf, erf_inv, erfc, exp, expm1, floor, ge, gt, is_finite, le,
-    lgamma, log, log1p, logistic, lt, max, min, mul, ne, neg, nextafter, pow, reciprocal, rem,
-    RoundingMethod, rsqrt, select, sign, sin, sinh, sqrt, sub, tan, tanh)
+    abs, acos, acosh, add, asin, asinh, atan, atan2, atanh, cbrt, ceil, complex, conj,
+    convert_element_type, cos, cosh, digamma, div, eq, erf, erf_inv, erfc, exp, expm1, floor,
+    ge, gt, imag, is_finite, le, lgamma, log, log1p, logistic, lt, max, min, mul, ne, neg,
+    nextafter, pow, real, reciprocal, rem, RoundingMethod, rsqrt, select, sign, sin, sinh, sqrt,
+    sub, tan, tanh)
 from mirax.ops.elementwise import lax_round as round  # noqa: F401  (ties away from zero)
 from mirax.ops.reduction import (  # noqa: F401
     argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum)
@@ -23,6 +24,7 @@ from mirax.ops.indexing import (  # noqa: F401
     gather, scatter_add)
 from mirax.ops.elementwise import stop_gradient  # noqa: F401
 from mirax.ops.conv import conv_general_dilated  # noqa: F401
+from mirax.ops.fft import FftType, fft  # noqa: F401
 from mirax.lax._extra import *  # noqa: F401,F403,E402  (compositions: cumlogsumexp, top_k, ...)
 from mirax.lax._shapes import *  # noqa: F401,F403,E402  (conv / window shape arithmetic)
 

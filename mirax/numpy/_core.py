@@ -236,7 +236,7 @@ def mean(a, axis=None, dtype=None, keepdims=False, *, where=None):
     a = operand(a, "mean")
     axes = normalize_axes(axis, a.ndim, "mean", a)
     d = dtypes.canonicalize(dtype) if dtype is not None else (
-        a.dtype if dtypes.is_float(a.dtype) else dtypes.float32)
+        a.dtype if dtypes.is_inexact(a.dtype) else dtypes.float32)
     s = sum(ew.convert_element_type(a, d, a.weak_type), axis=axes, keepdims=keepdims,
             where=where)
     if where is not None:
@@ -263,7 +263,9 @@ def var(a, axis=None, dtype=None, ddof=0, keepdims=False, *, correction=None):
     n = int(np.prod([a.shape[i] for i in axes]))
     m = mean(a, axis=axes, dtype=dtype, keepdims=True)
     c = ew.sub(ew.convert_element_type(a, m.dtype, a.weak_type), m)
-    s = sum(ew.mul(c, c), axis=axes, keepdims=keepdims)
+    # |c|^2 (a real result for complex input, as NumPy)
+    s = sum(ew.real(ew.mul(c, ew.conj(c))) if dtypes.is_complex(c.dtype) else ew.mul(c, c),
+            axis=axes, keepdims=keepdims)
     return ew.div(s, float(builtins.max(n - ddof, 0)))
 
 
@@ -429,7 +431,8 @@ def dot(a, b):
 
 
 def vdot(a, b):
-    return dot(ravel(a), ravel(b))
+    """sum(conj(a) * b) over the flattened inputs (the first argument is conjugated)."""
+    return dot(ew.conj(ravel(a)), ravel(b))
 
 
 def inner(a, b):

@@ -191,7 +191,7 @@ def isscalar(element):
 
 
 def iscomplexobj(x):
-    """mirax has no complex dtype: True only for complex Python / NumPy inputs."""
+    """True for complex arrays (c64, c128) and complex Python / NumPy inputs."""
     if x is None:
         return False
     d = getattr(x, "dtype", None)

@@ -29,7 +29,7 @@ isfinite = ew.is_finite
 
 def _float_pair(x, y, op):
     x, y = promote(op, x, y)
-    if not dtypes.is_float(x.dtype):
+    if not dtypes.is_inexact(x.dtype):
         x, y = ew.convert_element_type(x, dtypes.float32, x.weak_type), \
             ew.convert_element_type(y, dtypes.float32, y.weak_type)
     return x, y
@@ -75,7 +75,7 @@ def fmod(x, y):
 def power(x, y):
     if isinstance(y, int) and not isinstance(y, bool):
         x = operand(x, "power")
-        if y < 0 and not dtypes.is_float(x.dtype):
+        if y < 0 and not dtypes.is_inexact(x.dtype):
             raise ValueError(f"power: integers cannot be raised to negative powers, got "
                              f"{short(x)} ** {y}")
         if 0 <= y <= 4:
@@ -124,6 +124,8 @@ def trunc(x):
 
 def round(x, decimals=0):
     x = operand(x, "round")
+    if dtypes.is_complex(x.dtype):  # both parts, as NumPy
+        return ew.complex(round(ew.real(x), decimals), round(ew.imag(x), decimals))
     if not dtypes.is_float(x.dtype):
         return x
     if decimals == 0:
@@ -252,6 +254,8 @@ def isnan(x):
 
 def isinf(x):
     x = operand(x, "isinf")
+    if dtypes.is_complex(x.dtype):  # as NumPy: either part infinite
+        return ew.logical_or(isinf(ew.real(x)), isinf(ew.imag(x)))
     if not dtypes.is_float(x.dtype):
         return ew.ne(x, x)
     return ew.logical_and(ew.logical_not(ew.is_finite(x)), ew.eq(x, x))
@@ -314,14 +318,14 @@ def positive(x):
 
 
 def conj(x):
-    return operand(x, "conj")
+    return ew.conj(x)
 
 
 conjugate = conj
 
 
 def real(x):
-    return operand(x, "real")
+    return ew.real(x)
 
 
 def fmax(x, y):
@@ -336,6 +340,9 @@ def fmin(x, y):
 
 def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     x = operand(x, "nan_to_num")
+    if dtypes.is_complex(x.dtype):  # each part, as NumPy
+        return ew.complex(nan_to_num(ew.real(x), nan, posinf, neginf),
+                          nan_to_num(ew.imag(x), nan, posinf, neginf))
     if not dtypes.is_float(x.dtype):
         return x
     fi = dtypes.finfo(x.dtype)

@@ -52,3 +52,5 @@ uint8, uint16, uint32, uint64 = (_scalar_type(n, d) for n, d in (
 float16, float32, float64 = (_scalar_type(n, d) for n, d in (
     ("float16", dtypes.float16), ("float32", dtypes.float32), ("float64", dtypes.float64)))
 bfloat16 = _scalar_type("bfloat16", dtypes.bfloat16)
+complex64, complex128 = (_scalar_type(n, d) for n, d in (
+    ("complex64", dtypes.complex64), ("complex128", dtypes.complex128)))

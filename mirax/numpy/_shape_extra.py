@@ -518,7 +518,7 @@ def result_type(*args):
     return d
 
 
-_KIND_ORDER = {"b": 0, "u": 1, "i": 1, "f": 2, "V": 2}
+_KIND_ORDER = {"b": 0, "u": 1, "i": 1, "f": 2, "V": 2, "c": 3}
 
 
 def can_cast(from_, to, casting="safe"):
@@ -540,7 +540,7 @@ def can_cast(from_, to, casting="safe"):
 # --- comparisons --------------------------------------------------------------------------
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = promote("isclose", operand(a, "isclose"), operand(b, "isclose"))
-    if not dtypes.is_float(a.dtype):
+    if not dtypes.is_inexact(a.dtype):
         a = ew.convert_element_type(a, dtypes.float32, a.weak_type)
         b = ew.convert_element_type(b, dtypes.float32, b.weak_type)
     finite = ew.logical_and(ew.is_finite(a), ew.is_finite(b))

@@ -16,6 +16,7 @@ from mirax.core.array import Array
 from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import linalg as la
+from mirax.ops import linalg_eig as la_eig
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops.common import (
@@ -29,7 +30,7 @@ __all__ = ["norm", "inv", "solve", "det", "slogdet", "cholesky", "qr", "svd", "e
            "eigvalsh", "matrix_power", "pinv", "matrix_rank", "svdvals", "matmul",
            "matrix_transpose", "vector_norm", "matrix_norm", "trace", "diagonal", "outer",
            "cross", "vecdot", "tensordot", "multi_dot", "cond", "lstsq", "tensorinv",
-           "tensorsolve"]
+           "tensorsolve", "eig", "eigvals"]
 
 
 class SlogdetResult(NamedTuple):
@@ -192,7 +193,7 @@ def _keep(out, shape, axes):
 def _vector_norm(x, ord, axes):
     ax = ew.abs(x)
     if ord is None or ord == 2:
-        return _safe_sqrt(red.reduce_sum(ew.mul(x, x), axes))
+        return _safe_sqrt(red.reduce_sum(_abs2(x), axes))
     if ord == 1:
         return red.reduce_sum(ax, axes)
     if ord == np.inf:
@@ -213,7 +214,7 @@ def _vector_norm(x, ord, axes):
 def _matrix_norm(x, ord, axes):
     r, c = axes
     if ord in (None, "fro"):
-        return _safe_sqrt(red.reduce_sum(ew.mul(x, x), axes))
+        return _safe_sqrt(red.reduce_sum(_abs2(x), axes))
     if ord in (1, -1):  # max/min absolute column sum
         sums = red.reduce_sum(ew.abs(x), (r,))
         return (red.reduce_max if ord == 1 else red.reduce_min)(sums, (c - (c > r),))
@@ -230,13 +231,33 @@ def _matrix_norm(x, ord, axes):
     raise ValueError(f"norm: invalid ord {ord!r} for a matrix norm")
 
 
+def eig(a):
+    """Eigenvalues and right eigenvectors of general square matrices (complex, as JAX)."""
+    w, v = la_eig.eig(a)
+    return EigResult(w, v)
+
+
+def eigvals(a):
+    return la_eig.eigvals(a)
+
+
+class EigResult(NamedTuple):
+    eigenvalues: Array
+    eigenvectors: Array
+
+
+def _abs2(x):
+    """|x|^2 elementwise (real for complex x)."""
+    return ew.real(ew.mul(x, ew.conj(x))) if dtypes.is_complex(x.dtype) else ew.mul(x, x)
+
+
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 (NumPy's name)
     """Vector or matrix norm (NumPy semantics); gradient 0 at x = 0."""
     x = float_operand(x, "norm")
     if axis is None:
         if ord is None:
             axes = tuple(range(x.ndim))
-            out = _safe_sqrt(red.reduce_sum(ew.mul(x, x), axes))
+            out = _safe_sqrt(red.reduce_sum(_abs2(x), axes))
             return _keep(out, x.shape, axes) if keepdims else out
         if x.ndim not in (1, 2):
             raise ValueError(f"norm: ord={ord!r} needs a 1-d or 2-d input or an axis, got "

@@ -63,6 +63,9 @@ def install():
     A.__lt__, A.__le__, A.__gt__, A.__ge__ = ew.lt, ew.le, ew.gt, ew.ge
     A.T = property(lambda self: mnp.transpose(self))
     A.mT = property(lambda self: mnp.swapaxes(self, -1, -2))
+    A.real = property(ew.real)   # complex parts, as NumPy's attributes
+    A.imag = property(ew.imag)
+    A.conjugate = lambda self: ew.conj(self)
     A.astype = lambda self, dtype: ew.convert_element_type(self, dtype)
     A.reshape = lambda self, *shape, order="C": mnp.reshape(
         self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,

@@ -68,7 +68,7 @@ def _call_vjp(cts, outs, *primals, graph):
     avals = [aval_of(x) for x in primals] + [aval_of(c) for c in cts]
     bg = _cached_graph(graph, ("vjp",), fn, avals)
     res = call_p.bind(*primals, *cts, graph=bg)
-    return [r if dtypes.is_float(aval_of(x).dtype) else None for r, x in zip(res, primals)]
+    return [r if dtypes.is_inexact(aval_of(x).dtype) else None for r, x in zip(res, primals)]
 
 
 @call_p.def_vmap

@@ -88,9 +88,10 @@ def cast(x, dtype, weak=False, op="op"):
 
 
 def float_operand(x, op: str):
-    """Integer and bool inputs of float-only functions (sin, exp, ...) go to float32."""
+    """Integer and bool inputs of float-only functions (sin, exp, ...) go to float32;
+    float and complex inputs pass."""
     x = operand(x, op)
-    if not dtypes.is_float(x.dtype):
+    if not dtypes.is_inexact(x.dtype):
         return cast(x, dtypes.default_float, x.weak_type, op)
     return x
 

@@ -82,7 +82,7 @@ def _body_vjp(prim):
             lambda *xs: _as_list(prim.decomposition(*xs, **params), prim.multiple_results),
             list(primals))
         res = bwd(_as_list(ct, prim.multiple_results))
-        return [r if dtypes.is_float(aval_of(x).dtype) else None
+        return [r if dtypes.is_inexact(aval_of(x).dtype) else None
                 for r, x in zip(res, primals)]
     return vjp
 
@@ -163,7 +163,7 @@ def _backward_composite(fwd: Primitive, bwd_impl, bwd_vmap) -> Primitive:
 
 def _fused_vjp(fwd: Primitive, bwd: Primitive):
     def vjp(ct, out, *primals, **params):
-        wrt = tuple(i for i, x in enumerate(primals) if dtypes.is_float(aval_of(x).dtype))
+        wrt = tuple(i for i, x in enumerate(primals) if dtypes.is_inexact(aval_of(x).dtype))
         cts = _as_list(ct, fwd.multiple_results)
         outs = _as_list(out, fwd.multiple_results)
         res = bwd.bind(*cts, *outs, *primals, wrt=wrt, nout=len(outs), **params)

@@ -38,6 +38,8 @@ def _host_array(obj) -> tuple[np.ndarray, bool]:
             return leaves.astype(dtypes.default_int), False
         if leaves.dtype.kind == "b":
             return leaves, False
+        if leaves.dtype.kind == "c":
+            return leaves.astype(dtypes.default_complex), False
         raise TypeError(f"asarray: cannot make an array of {leaves.dtype} elements")
     if hasattr(obj, "__dlpack__"):
         return from_dlpack_host(obj), False
@@ -71,7 +73,7 @@ def asarray(obj, dtype=None, device=None) -> Array:
         out = obj
     elif isinstance(obj, (list, tuple)) and _holds_arrays(obj):
         return _from_sequence(obj, dtype, device)
-    elif dtype is not None and isinstance(obj, (bool, int, float)):
+    elif dtype is not None and isinstance(obj, (bool, int, float, complex)):
         # NOTE: straight to the asked dtype (0.999 as float64 must not pass through float32)
         out = Array(np.asarray(obj, dtypes.canonicalize(dtype)), False)
     else:

@@ -123,7 +123,7 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse):
 def _cumprod_vjp(ct, out, x, *, axis, reverse):
     # x̄_j = E_j S_j with S_j = sum_{i>=j} ct_i prod_{j<k<=i} x_k, i.e. S_j = ct_j + x_{j+1}
     # S_{j+1}: the same recurrence run the other way.
-    if not dtypes.is_float(aval_of(x).dtype):
+    if not dtypes.is_inexact(aval_of(x).dtype):
         return [None]
     excl = _prev(out, axis, reverse, 1)
     s = linear_recurrence(_next(x, axis, reverse, 0), ct, axis, not reverse)
@@ -151,7 +151,7 @@ def _cumextreme(name, np_fn):
 
     @p.def_vjp
     def vjp(ct, out, x, *, axis, reverse):
-        if not dtypes.is_float(aval_of(x).dtype):
+        if not dtypes.is_inexact(aval_of(x).dtype):
             return [None]
         hit, group, den = _ties(x, out, axis, reverse)
         g = _group_sum_transpose(elementwise_ops.div(ct, den), group, axis, reverse)

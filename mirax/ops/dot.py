@@ -125,7 +125,7 @@ def _dot_general_vjp(ct, out, x, y, *, dimension_numbers, preferred_element_type
                      needs=(True, True)):
     (xc, yc), (xb, yb) = dimension_numbers
     xa, ya = aval_of(x), aval_of(y)
-    if not dtypes.is_float(xa.dtype):
+    if not dtypes.is_inexact(xa.dtype):
         return [None, None]
     ct = ct if preferred_element_type is None else _cast(ct, xa.dtype)
     swapped = ((yc, xc), (yb, xb))

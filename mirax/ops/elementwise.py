@@ -37,7 +37,7 @@ BINARY_OPS: dict[str, Primitive] = {}
 
 
 def _is_diff(x) -> bool:
-    return dtypes.is_float(aval_of(x).dtype)
+    return dtypes.is_inexact(aval_of(x).dtype)
 
 
 # --- generic rules ----------------------------------------------------------------------
@@ -59,6 +59,9 @@ def _nary_jvp(prim, derivs):
 
 
 def _nary_vjp(derivs):
+    """The vjp from per-operand derivative formulas (each linear in the cotangent). For a
+    holomorphic op the jvp formula g f'(z) is its own transpose (JAX's convention: plain
+    transposition, no conjugation); non-holomorphic ones (abs, real, conj) give their own."""
     def vjp(ct, out, *primals, needs=None, **params):
         cts = []
         for i, (d, x) in enumerate(zip(derivs, primals)):
@@ -88,17 +91,20 @@ def _nary_vmap(prim):
     return vmap
 
 
-def unary(name, impl, d=None, *, float_only=True, keeps_weak=True, out_dtype=None):
-    """Declare an elementwise unary primitive `name` with derivative d(g, x, y)."""
+def unary(name, impl, d=None, *, float_only=True, keeps_weak=True, out_dtype=None,
+          complex_ok=True, dt=None):
+    """Declare an elementwise unary primitive `name` with derivative d(g, x, y) (jvp and
+    vjp), or d for the jvp and its transpose dt for the vjp where they differ (complex
+    non-holomorphic ops). complex_ok=False: the op has no complex form (floor, erf)."""
     p = Primitive(name, keeps_weak=keeps_weak)
     p.def_impl(impl)
     p.def_abstract_eval(lambda x: ShapedArray(x.shape, out_dtype or x.dtype))
-    derivs = [d]
-    p.def_jvp(_nary_jvp(p, derivs))
-    p.def_vjp(_nary_vjp(derivs))
+    p.def_jvp(_nary_jvp(p, [d]))
+    p.def_vjp(_nary_vjp([d if dt is None else dt]))
     p.vjp_takes_needs = True
     p.def_vmap(_nary_vmap(p))
     p.float_only = float_only
+    p.complex_ok = complex_ok
     UNARY_OPS[name] = p
     return p
 
@@ -112,14 +118,15 @@ def _binary_abstract_eval(name, out_dtype):
     return rule
 
 
-def binary(name, impl, d=(None, None), *, keeps_weak=True, out_dtype=None):
-    """Declare an elementwise binary primitive with per-operand derivatives d(g, x, y, out)."""
+def binary(name, impl, d=(None, None), *, keeps_weak=True, out_dtype=None, dt=None):
+    """Declare an elementwise binary primitive with per-operand derivatives d(g, x, y, out)
+    (dt: their transposes for the vjp, where they differ)."""
     p = Primitive(name, keeps_weak=keeps_weak)
     p.def_impl(impl)
     p.def_abstract_eval(_binary_abstract_eval(name, out_dtype))
     derivs = list(d)
     p.def_jvp(_nary_jvp(p, derivs))
-    p.def_vjp(_nary_vjp(derivs))
+    p.def_vjp(_nary_vjp(derivs if dt is None else list(dt)))
     p.vjp_takes_needs = True
     p.def_vmap(_nary_vmap(p))
     BINARY_OPS[name] = p
@@ -175,6 +182,27 @@ atan2_p = binary("atan2", np.arctan2,
                  (lambda g, x, y, o: _guard(g, div(y, add(mul(x, x), mul(y, y)))),
                   lambda g, x, y, o: _guard(g, div(neg(x), add(mul(x, x), mul(y, y))))))
 nextafter_p = binary("nextafter", np.nextafter)
+# complex(x, y) = x + iy on real operands of one dtype: linear; its transpose maps ct to
+# (Re ct, -Im ct) (JAX's convention: the transpose of y -> iy is ct -> Re(i ct))
+complex_p = binary("complex", lambda x, y: _complex_impl(x, y),
+                   (lambda g, x, y, o: complex(g, zeros_like(g)),
+                    lambda g, x, y, o: complex(zeros_like(g), g)),
+                   dt=(lambda ct, x, y, o: real(ct), lambda ct, x, y, o: neg(imag(ct))))
+
+
+@complex_p.def_abstract_eval
+def _complex_abstract_eval(x, y):
+    base = _binary_abstract_eval("complex", None)(x, y)
+    if not dtypes.is_float(x.dtype):
+        raise TypeError(f"complex: expected float operands, got {short(x)}")
+    return ShapedArray(base.shape, dtypes.complex_dtype(x.dtype))
+
+
+def _complex_impl(x, y):
+    out = np.empty(np.broadcast_shapes(np.shape(x), np.shape(y)),
+                   dtypes.complex_dtype(np.result_type(x)))
+    out.real, out.imag = x, y
+    return out
 and_p = binary("and", np.bitwise_and)
 or_p = binary("or", np.bitwise_or)
 xor_p = binary("xor", np.bitwise_xor)
@@ -235,11 +263,16 @@ def _errstate(fn):
 
 neg_p = unary("neg", np.negative, lambda g, x, y: neg(g), float_only=False)
 sign_p = unary("sign", np.sign, None, float_only=False)        # d sign = 0 (also at 0)
-floor_p = unary("floor", np.floor, None)
-ceil_p = unary("ceil", np.ceil, None)
-round_p = unary("round", np.round, None)                      # half to even, as NumPy
-trunc_p = unary("trunc", np.trunc, None)
-abs_p = unary("abs", np.abs, lambda g, x, y: mul(g, sign(x)), float_only=False)  # d|x|(0) = 0
+floor_p = unary("floor", np.floor, None, complex_ok=False)
+ceil_p = unary("ceil", np.ceil, None, complex_ok=False)
+round_p = unary("round", np.round, None, complex_ok=False)    # half to even, as NumPy
+trunc_p = unary("trunc", np.trunc, None, complex_ok=False)
+# d|x| = sign(x) dx, 0 at 0; for complex z: d|z| = Re(conj(sign z) dz), whose transpose
+# takes a real ct to ct conj(sign z) (JAX's convention)
+abs_p = unary("abs", np.abs,
+              lambda g, x, y: _abs_d(g, x), float_only=False,
+              dt=lambda ct, x, y: mul(ct, _conj_sign(x)))
+abs_p.def_abstract_eval(lambda x: ShapedArray(x.shape, dtypes.real_dtype(x.dtype)))
 exp_p = unary("exp", _errstate(np.exp), lambda g, x, y: mul(g, y))              # d exp = exp
 exp2_p = unary("exp2", _errstate(np.exp2), lambda g, x, y: mul(g, mul(y, math.log(2.0))))
 expm1_p = unary("expm1", _errstate(np.expm1), lambda g, x, y: mul(g, add(y, 1.0)))
@@ -249,7 +282,8 @@ sqrt_p = unary("sqrt", _errstate(np.sqrt), lambda g, x, y: _guard(g, div(0.5, y)
 # rsqrt: y = x^-1/2, dy = -y / (2x)
 rsqrt_p = unary("rsqrt", _errstate(lambda x: 1 / np.sqrt(x)),
                 lambda g, x, y: _guard(g, div(mul(y, -0.5), x)))
-cbrt_p = unary("cbrt", np.cbrt, lambda g, x, y: _guard(g, div(y, mul(x, 3.0))))   # y / 3x
+cbrt_p = unary("cbrt", np.cbrt, lambda g, x, y: _guard(g, div(y, mul(x, 3.0))),  # y / 3x
+               complex_ok=False)
 tanh_p = unary("tanh", np.tanh, lambda g, x, y: mul(g, sub(1.0, mul(y, y))))       # 1 - y^2
 logistic_p = unary("logistic", _errstate(lambda x: _logistic_impl(x)),
                    lambda g, x, y: mul(g, mul(y, sub(1.0, y))))                    # y (1 - y)
@@ -264,31 +298,68 @@ atan_p = unary("atan", np.arctan, lambda g, x, y: div(g, add(1.0, mul(x, x))))  
 sinh_p = unary("sinh", _errstate(np.sinh), lambda g, x, y: mul(g, cosh(x)))
 cosh_p = unary("cosh", _errstate(np.cosh), lambda g, x, y: mul(g, sinh(x)))
 asinh_p = unary("asinh", np.arcsinh, lambda g, x, y: mul(g, rsqrt(add(mul(x, x), 1.0))))
+# d acosh = 1 / (sqrt(x - 1) sqrt(x + 1)) (= 1/sqrt(x^2 - 1) for real x > 1; the product
+# form is the principal branch's derivative for complex x too)
 acosh_p = unary("acosh", _errstate(np.arccosh),
-                lambda g, x, y: _guard(g, rsqrt(sub(mul(x, x), 1.0))))
+                lambda g, x, y: _guard(g, mul(rsqrt(sub(x, 1.0)), rsqrt(add(x, 1.0)))))
 atanh_p = unary("atanh", _errstate(np.arctanh),
                 lambda g, x, y: _guard(g, reciprocal(sub(1.0, mul(x, x)))))
 # d erf = 2/sqrt(pi) exp(-x^2);  d erf_inv = sqrt(pi)/2 exp(y^2)
 erf_p = unary("erf", special_impl.erf,
-              lambda g, x, y: mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))))
+              lambda g, x, y: mul(g, mul(exp(neg(mul(x, x))), 2.0 / math.sqrt(math.pi))),
+              complex_ok=False)
 erfc_p = unary("erfc", special_impl.erfc,
-               lambda g, x, y: mul(g, mul(exp(neg(mul(x, x))), -2.0 / math.sqrt(math.pi))))
+               lambda g, x, y: mul(g, mul(exp(neg(mul(x, x))), -2.0 / math.sqrt(math.pi))),
+               complex_ok=False)
 erf_inv_p = unary("erf_inv", special_impl.erfinv,
-                  lambda g, x, y: _guard(g, mul(exp(mul(y, y)), math.sqrt(math.pi) / 2.0)))
-lgamma_p = unary("lgamma", special_impl.lgamma, lambda g, x, y: _guard(g, digamma(x)))
+                  lambda g, x, y: _guard(g, mul(exp(mul(y, y)), math.sqrt(math.pi) / 2.0)),
+                  complex_ok=False)
+lgamma_p = unary("lgamma", special_impl.lgamma, lambda g, x, y: _guard(g, digamma(x)),
+                 complex_ok=False)
 digamma_p = unary("digamma", special_impl.digamma,
-                  lambda g, x, y: _guard(g, polygamma1(x)))
-polygamma1_p = unary("polygamma1", special_impl.polygamma1, None)
+                  lambda g, x, y: _guard(g, polygamma1(x)), complex_ok=False)
+polygamma1_p = unary("polygamma1", special_impl.polygamma1, None, complex_ok=False)
 not_p = unary("not", lambda x: np.logical_not(x) if x.dtype == np.bool_ else np.invert(x),
-              None, float_only=False)
+              None, float_only=False, complex_ok=False)
 is_finite_p = unary("is_finite", np.isfinite, None, keeps_weak=False, out_dtype=np.bool_)
 is_finite_p.def_abstract_eval(lambda x: ShapedArray(x.shape, np.bool_))
 
 
 def _logistic_impl(x):
+    if x.dtype.kind == "c":
+        return (1 / (1 + np.exp(-x))).astype(x.dtype)
     # stable for both signs: 1/(1+e^-x) for x >= 0, e^x/(1+e^x) otherwise
     e = np.exp(-np.abs(x))
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+# --- complex parts: real, imag, conj ------------------------------------------------------
+# All three are R-linear. Transposes in JAX's convention: real: ct -> ct + 0i; imag:
+# ct -> -i ct (= complex(0, -ct)); conj: ct -> conj(ct).
+real_p = unary("real", np.real, lambda g, x, y: real(g), float_only=False,
+               dt=lambda ct, x, y: complex(ct, zeros_like(ct)))
+real_p.def_abstract_eval(lambda x: ShapedArray(x.shape, dtypes.real_dtype(x.dtype)))
+imag_p = unary("imag", np.imag, lambda g, x, y: imag(g), float_only=False,
+               dt=lambda ct, x, y: complex(zeros_like(ct), neg(ct)))
+imag_p.def_abstract_eval(lambda x: ShapedArray(x.shape, dtypes.real_dtype(x.dtype)))
+conj_p = unary("conj", np.conj, lambda g, x, y: conj(g), float_only=False)
+
+
+def _conj_sign(x):
+    """conj(x) / |x| for complex x (0 at 0), sign(x) for real x. NOTE: for complex x it is
+    built from conj, div and abs (not sign, whose derivative is 0) so that second
+    derivatives of |z| are right."""
+    if not dtypes.is_complex(aval_of(x).dtype):
+        return sign(x)
+    a = abs(x)
+    safe = select(eq(a, 0), ones_like(a), a)
+    return div(conj(x), convert_element_type(safe, aval_of(x).dtype))
+
+
+def _abs_d(g, x):
+    if dtypes.is_complex(aval_of(x).dtype):
+        return real(mul(g, _conj_sign(x)))
+    return mul(g, sign(x))
 
 
 # --- comparisons and select ---------------------------------------------------------------
@@ -337,6 +408,8 @@ convert_element_type_p.def_impl(
 
 
 def _convert_impl(x, dtype):
+    if np.iscomplexobj(x) and np.dtype(dtype).kind != "c":  # the real part, as JAX
+        x = np.real(x)
     if dtypes.is_int(dtype) and x.dtype.kind == "f":
         with np.errstate(invalid="ignore"):
             return np.asarray(x).astype(dtype)
@@ -352,16 +425,19 @@ def _convert_abstract_eval(x, *, new_dtype, weak_type=False):
 def _convert_jvp(primals, tangents, *, new_dtype, weak_type=False):
     (x,), (t,) = primals, tangents
     out = convert_element_type(x, new_dtype, weak_type=weak_type)
-    if t is None or not dtypes.is_float(new_dtype):
+    if t is None or not dtypes.is_inexact(new_dtype):
         return out, None
     return out, convert_element_type(t, new_dtype, weak_type=weak_type)
 
 
 @convert_element_type_p.def_vjp
 def _convert_vjp(ct, out, x, *, new_dtype, weak_type=False):
+    # real -> complex transposes to the real part; complex -> real (the real part) to ct + 0i
     a = aval_of(x)
-    if not dtypes.is_float(a.dtype) or not dtypes.is_float(new_dtype):
+    if not dtypes.is_inexact(a.dtype) or not dtypes.is_inexact(new_dtype):
         return [None]
+    if dtypes.is_complex(aval_of(ct).dtype) and not dtypes.is_complex(a.dtype):
+        ct = real(ct)
     return [convert_element_type(ct, a.dtype, weak_type=a.weak_type)]
 
 
@@ -391,11 +467,11 @@ def _bind2(p, x, y):
                     except Exception:  # the op's own error (shapes), as in eager()
                         _trace.explain_failure(p, (x, y), {})
                         raise
-            elif (ty is float or ty is int) and bx.dtype.kind == "f" and not x._weak:
+            elif (ty is float or ty is int) and bx.dtype.kind in "fc" and not x._weak:
                 return Array(p.impl(bx, _scalar_buf(y, bx.dtype)), False)
         elif ty is Array and (tx is float or tx is int):
             by = y._buf
-            if by.dtype.kind == "f" and not y._weak:
+            if by.dtype.kind in "fc" and not y._weak:
                 return Array(p.impl(_scalar_buf(x, by.dtype), by), False)
     x, y = promote(p.name, x, y)
     return p.bind(x, y)
@@ -505,7 +581,7 @@ def logical_not(x):
 
 
 def _unary_wrapper(p, kinds=None):
-    kinds = kinds or ("f" if p.float_only else "fiub")
+    kinds = (kinds or ("f" if p.float_only else "fiub")) + ("c" if p.complex_ok else "")
 
     def wrapper(x):
         if type(x) is Array and not (_busy[0] and _state.active) and not _nonhost[0]:
@@ -513,11 +589,14 @@ def _unary_wrapper(p, kinds=None):
             if b.dtype.kind in kinds:
                 return Array(p.impl(b), p.keeps_weak and x._weak)
         if p.float_only:
-            return p.bind(float_operand(x, p.name))
-        x = operand(x, p.name)
-        if x.dtype == np.bool_ and "b" not in kinds:
-            raise TypeError(f"{p.name}: does not accept {short(x)} (JAX: integer, floating "
-                            "or complex operands)")
+            x = float_operand(x, p.name)
+        else:
+            x = operand(x, p.name)
+            if x.dtype == np.bool_ and "b" not in kinds:
+                raise TypeError(f"{p.name}: does not accept {short(x)} (JAX: integer, "
+                                "floating or complex operands)")
+        if not p.complex_ok and dtypes.is_complex(x.dtype):
+            raise TypeError(f"{p.name}: complex input {short(x)} is not supported")
         return p.bind(x)
     wrapper.__name__ = p.name
     return wrapper
@@ -554,6 +633,32 @@ tanh, logistic, sin, cos, tan, asin, acos, atan = map(
 sinh, cosh, asinh, acosh, atanh = map(_unary_wrapper, (sinh_p, cosh_p, asinh_p, acosh_p, atanh_p))
 erf, erfc, erf_inv, lgamma, digamma, polygamma1 = map(
     _unary_wrapper, (erf_p, erfc_p, erf_inv_p, lgamma_p, digamma_p, polygamma1_p))
+
+
+def real(x):
+    """The real part (a real input is returned as is)."""
+    x = operand(x, "real")
+    return real_p.bind(x) if dtypes.is_complex(x.dtype) else x
+
+
+def imag(x):
+    """The imaginary part (zeros for a real input)."""
+    x = operand(x, "imag")
+    return imag_p.bind(x) if dtypes.is_complex(x.dtype) else zeros_like(x)
+
+
+def conj(x):
+    """The complex conjugate (a real input is returned as is)."""
+    x = operand(x, "conj")
+    return conj_p.bind(x) if dtypes.is_complex(x.dtype) else x
+
+
+def complex(x, y):
+    """x + iy from real parts (lax.complex); ints and bools become float32 first."""
+    x, y = promote("complex", float_operand(x, "complex"), float_operand(y, "complex"))
+    if dtypes.is_complex(x.dtype):
+        raise TypeError(f"complex: expected real operands, got {short(x)}")
+    return complex_p.bind(x, y)
 
 
 def is_finite(x):

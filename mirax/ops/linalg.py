@@ -35,6 +35,11 @@ def _T(x):
     return sh.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+def _H(x):
+    """The conjugate transpose of the last two axes (_T for real x)."""
+    return ew.conj(_T(x))
+
+
 def _mm(a, b):
     """Batched matmul of (..., m, k) and (..., k, n) with equal batch dims."""
     nb = aval_of(a).ndim - 2
@@ -80,7 +85,10 @@ def _diag_embed(v):
 
 
 def _sym(x):
-    return ew.mul(ew.add(x, _T(x)), 0.5)
+    """The symmetric (Hermitian, for complex x) part."""
+    return ew.mul(ew.add(x, ew.conj(_T(x))), 0.5)
+
+
 
 
 def _row(v):
@@ -204,8 +212,8 @@ def _square_abstract_eval(name):
     def rule(a, **params):
         if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
             raise ValueError(f"{name}: expected square matrices (..., n, n), got {short(a)}")
-        if not dtypes.is_float(a.dtype):
-            raise TypeError(f"{name}: expected a float array, got {short(a)}")
+        if not dtypes.is_inexact(a.dtype):
+            raise TypeError(f"{name}: expected a float or complex array, got {short(a)}")
         return ShapedArray(a.shape, a.dtype)
     return rule
 
@@ -247,22 +255,23 @@ def _phi(x):
 @cholesky_p.def_jvp
 def _cholesky_jvp(primals, tangents):
     # dL = L phi(L^-1 dA L^-T) for the symmetric part of dA
+    # (complex: dL = L phi(L^-1 dA L^-H))
     (a,), (t,) = primals, tangents
     lo = cholesky_p.bind(a)
     if t is None:
         return lo, None
     y = triangular_solve(lo, _sym(t), left_side=True, lower=True)
-    x = triangular_solve(lo, y, left_side=False, lower=True, transpose_a=True)
+    x = triangular_solve(ew.conj(lo), y, left_side=False, lower=True, transpose_a=True)
     return lo, _mm(lo, _phi(x))
 
 
 @cholesky_p.def_vjp
 def _cholesky_vjp(ct, lo, a):
-    # abar = sym(L^-T phi(L^T Lbar) L^-1)
-    p = _phi(_mm(_T(lo), ct))
-    z = triangular_solve(lo, p, left_side=True, lower=True, transpose_a=True)
+    # abar = sym(L^-T phi(L^T Lbar) L^-1); complex: conj of that with ^H, at conj(Lbar)
+    p = _phi(_mm(_H(lo), ew.conj(ct)))
+    z = triangular_solve(ew.conj(lo), p, left_side=True, lower=True, transpose_a=True)
     s = triangular_solve(lo, z, left_side=False, lower=True)
-    return [_sym(s)]
+    return [ew.conj(_sym(s))]
 
 
 cholesky_p.def_vmap(_vmap_front(cholesky_p))
@@ -466,7 +475,8 @@ def slogdet(a):
 @slogdet_p.def_abstract_eval
 def _slogdet_abstract_eval(a):
     _square_abstract_eval("slogdet")(a)
-    return [ShapedArray(a.shape[:-2], a.dtype)] * 2
+    return [ShapedArray(a.shape[:-2], a.dtype),
+            ShapedArray(a.shape[:-2], dtypes.real_dtype(a.dtype))]
 
 
 slogdet_p.def_impl(_host(_nan_on_failure(lambda a: list(np.linalg.slogdet(a)))))
@@ -474,14 +484,26 @@ slogdet_p.def_impl(_host(_nan_on_failure(lambda a: list(np.linalg.slogdet(a)))))
 
 @slogdet_p.def_jvp
 def _slogdet_jvp(primals, tangents):
+    # d logabsdet = Re tr(A^-1 dA); complex: d sign = sign i Im tr(A^-1 dA) (0 for real)
     (a,), (t,) = primals, tangents
     out = slogdet_p.bind(a)
-    return out, [None, None if t is None else _inv_t_contract(a, t)]
+    if t is None:
+        return out, [None, None]
+    tr = _inv_t_contract(a, t)
+    if not dtypes.is_complex(aval_of(a).dtype):
+        return out, [None, tr]
+    return out, [ew.mul(out[0], ew.complex(ew.zeros_like(ew.real(tr)), ew.imag(tr))),
+                 ew.real(tr)]
 
 
 @slogdet_p.def_vjp
 def _slogdet_vjp(cts, out, a):
-    return [ew.mul(_col(_col(cts[1])), _T(inv(a)))]
+    # the transpose of the jvp: abar = (ct_logdet - i Re(i sign ct_sign)) A^-T
+    coef = cts[1]
+    if dtypes.is_complex(aval_of(a).dtype):
+        i_sign = ew.mul(out[0], 1j)
+        coef = ew.sub(coef, ew.mul(ew.real(ew.mul(i_sign, cts[0])), 1j))
+    return [ew.mul(_col(_col(coef)), _T(inv(a)))]
 
 
 slogdet_p.def_vmap(_vmap_front(slogdet_p))
@@ -527,7 +549,7 @@ def _full_matrices_check(name, a, full_matrices):
 
 @qr_p.def_jvp
 def _qr_jvp(primals, tangents, full_matrices=False):
-    # X = dA R^-1, C = Q^T X, Om = tril(C,-1) - tril(C,-1)^T:
+    # X = dA R^-1, C = Q^H X, Om = tril(C,-1) - tril(C,-1)^H (+ i Im diag(C) for complex):
     # dQ = Q (Om - C) + X, dR = (C - Om) R
     (a,), (t,) = primals, tangents
     q, r = qr_p.bind(a, full_matrices=full_matrices)
@@ -535,9 +557,9 @@ def _qr_jvp(primals, tangents, full_matrices=False):
         return [q, r], [None, None]
     _qr_check_tall(a, full_matrices)
     x = triangular_solve(r, t, left_side=False, lower=False)
-    c = _mm(_T(q), x)
+    c = _mm(_H(q), x)
     low = _tril(c, -1)
-    om = ew.sub(low, _T(low))
+    om = _qr_imag_diag(ew.sub(low, _H(low)), c)
     dq = ew.add(_mm(q, ew.sub(om, c)), x)
     dr = _mm(ew.sub(c, om), r)
     return [q, r], [dq, dr]
@@ -546,13 +568,23 @@ def _qr_jvp(primals, tangents, full_matrices=False):
 @qr_p.def_vjp
 def _qr_vjp(cts, out, a, full_matrices=False):
     # the adjoint of the jvp: M = Rbar R^T - Q^T Qbar, N = M - tril(M - M^T, -1),
-    # abar = (Qbar + Q N) R^-T
+    # abar = (Qbar + Q N) R^-T; complex: ^H, N -= i Im diag(M), conj of that at conj(cts)
     _qr_check_tall(a, full_matrices)
     (ct_q, ct_r), (q, r) = cts, out
-    m = ew.sub(_mm(ct_r, _T(r)), _mm(_T(q), ct_q))
-    n = ew.sub(m, _tril(ew.sub(m, _T(m)), -1))
+    ct_q, ct_r = ew.conj(ct_q), ew.conj(ct_r)
+    m = ew.sub(_mm(ct_r, _H(r)), _mm(_H(q), ct_q))
+    n = ew.sub(m, _qr_imag_diag(_tril(ew.sub(m, _H(m)), -1), m))
     g = ew.add(ct_q, _mm(q, n))
-    return [triangular_solve(r, g, left_side=False, lower=False, transpose_a=True)]
+    return [ew.conj(triangular_solve(ew.conj(r), g, left_side=False, lower=False,
+                                     transpose_a=True))]
+
+
+def _qr_imag_diag(x, c):
+    """x + i Im diag(c) (as a diagonal matrix) for complex c; x for real."""
+    if not dtypes.is_complex(aval_of(c).dtype):
+        return x
+    return ew.add(x, _diag_embed(ew.complex(ew.zeros_like(ew.imag(_diag(c))),
+                                            ew.imag(_diag(c)))))
 
 
 qr_p.def_vmap(_vmap_front(qr_p))
@@ -571,7 +603,7 @@ def eigh(a, symmetrize_input=True):
 @eigh_p.def_abstract_eval
 def _eigh_abstract_eval(a):
     _square_abstract_eval("eigh")(a)
-    return [ShapedArray(a.shape[:-1], a.dtype), ShapedArray(a.shape, a.dtype)]
+    return [ShapedArray(a.shape[:-1], dtypes.real_dtype(a.dtype)), ShapedArray(a.shape, a.dtype)]
 
 
 eigh_p.def_impl(_host(_nan_on_failure(lambda a: list(np.linalg.eigh(a, UPLO="L")))))
@@ -584,21 +616,22 @@ def _eigh_gaps(w):
 
 @eigh_p.def_jvp
 def _eigh_jvp(primals, tangents):
-    # with S = V^T sym(dA) V: dw = diag(S), dV = V (F * S)
+    # with S = V^H sym(dA) V: dw = Re diag(S), dV = V (F * S)
     (a,), (t,) = primals, tangents
     w, v = eigh_p.bind(a)
     if t is None:
         return [w, v], [None, None]
-    s = _mm(_mm(_T(v), _sym(t)), v)
-    return [w, v], [_diag(s), _mm(v, ew.mul(_eigh_gaps(w), s))]
+    s = _mm(_mm(_H(v), _sym(t)), v)
+    return [w, v], [ew.real(_diag(s)), _mm(v, ew.mul(_eigh_gaps(w), s))]
 
 
 @eigh_p.def_vjp
 def _eigh_vjp(cts, out, a):
-    # abar = sym(V (diag(wbar) + F * (V^T Vbar)) V^T)
+    # abar = sym(V (diag(wbar) + F * (V^T Vbar)) V^T); complex: conj of that with ^H, at
+    # conj(Vbar) (wbar is real)
     (ct_w, ct_v), (w, v) = cts, out
-    inner = ew.add(_diag_embed(ct_w), ew.mul(_eigh_gaps(w), _mm(_T(v), ct_v)))
-    return [_sym(_mm(_mm(v, inner), _T(v)))]
+    inner = ew.add(_diag_embed(ct_w), ew.mul(_eigh_gaps(w), _mm(_H(v), ew.conj(ct_v))))
+    return [ew.conj(_sym(_mm(_mm(v, inner), _H(v))))]
 
 
 eigh_p.def_vmap(_vmap_front(eigh_p))
@@ -621,7 +654,7 @@ def _svd_abstract_eval(a, full_matrices=False):
     m, n = a.shape[-2:]
     k, b = min(m, n), a.shape[:-2]
     return [ShapedArray(b + (m, m if full_matrices else k), a.dtype),
-            ShapedArray(b + (k,), a.dtype),
+            ShapedArray(b + (k,), dtypes.real_dtype(a.dtype)),
             ShapedArray(b + (n if full_matrices else k, n), a.dtype)]
 
 
@@ -637,47 +670,64 @@ def _svd_gaps(s):
 
 @svd_p.def_jvp
 def _svd_jvp(primals, tangents, full_matrices=False):
+    # dS = U^H dA V, ds = Re diag(dS); dU = U (F * (dS S + (dS S)^H) + D), dV = V (F * (S dS
+    # + (S dS)^H)), D = diag(i Im(dS_kk) / s_k) (complex only: the phase JAX fixes)
     (a,), (t,) = primals, tangents
     u, s, vt = svd_p.bind(a, full_matrices=full_matrices)
     if t is None:
         return [u, s, vt], [None, None, None]
     _full_matrices_check("svd", a, full_matrices)
     m, n = aval_of(a).shape[-2:]
-    v, f = _T(vt), _svd_gaps(s)
-    ds_mat = _mm(_mm(_T(u), t), v)                       # dS = U^T dA V
+    v, f = _H(vt), _svd_gaps(s)
+    ds_mat = _mm(_mm(_H(u), t), v)
     dss = ew.mul(ds_mat, _row(s))                        # dS S
     sds = ew.mul(_col(s), ds_mat)                        # S dS
-    du = _mm(u, ew.mul(f, ew.add(dss, _T(dss))))
-    dv = _mm(v, ew.mul(f, ew.add(sds, _T(sds))))
+    du = _mm(u, _svd_phase(ew.mul(f, ew.add(dss, _H(dss))), ds_mat, s))
+    dv = _mm(v, ew.mul(f, ew.add(sds, _H(sds))))
     if m > n:  # the part of dA V outside span(U)
         dav = _mm(t, v)
-        du = ew.add(du, ew.div(ew.sub(dav, _mm(u, _mm(_T(u), dav))), _row(s)))
+        du = ew.add(du, ew.div(ew.sub(dav, _mm(u, _mm(_H(u), dav))), _row(s)))
     if n > m:
-        datu = _mm(_T(t), u)
+        datu = _mm(_H(t), u)
         dv = ew.add(dv, ew.div(ew.sub(datu, _mm(v, _mm(vt, datu))), _row(s)))
-    return [u, s, vt], [du, _diag(ds_mat), _T(dv)]
+    return [u, s, vt], [du, ew.real(_diag(ds_mat)), _H(dv)]
+
+
+def _svd_phase(x, ds_mat, s):
+    """x + diag(i Im(dS_kk) / s_k) for complex dS (0 where s_k = 0); x for real."""
+    if not dtypes.is_complex(aval_of(ds_mat).dtype):
+        return x
+    zero = ew.eq(s, 0)
+    inv_s = ew.select(zero, ew.zeros_like(s), ew.div(1.0, ew.select(zero, ew.ones_like(s), s)))
+    im = ew.mul(ew.imag(_diag(ds_mat)), inv_s)
+    return ew.add(x, _diag_embed(ew.complex(ew.zeros_like(im), im)))
 
 
 @svd_p.def_vjp
 def _svd_vjp(cts, out, a, full_matrices=False):
     # J = F * (U^T Ubar), K = F * (V^T Vbar);
-    # abar = U (diag(sbar) + (J + J^T) S + S (K + K^T)) V^T  (+ the m != n parts)
+    # abar = U (diag(sbar) + (J + J^T) S + S (K + K^T)) V^T  (+ the m != n parts);
+    # complex: ^H, plus diag(i Im(U^H Ubar)_kk / s_k) in the core, and conj of that at
+    # conj(cts) (Vbar = conj(Vtbar)^H = Vtbar^T)
     _full_matrices_check("svd", a, full_matrices)
     (ct_u, ct_s, ct_vt), (u, s, vt) = cts, out
     m, n = aval_of(a).shape[-2:]
-    v, ct_v, f = _T(vt), _T(ct_vt), _svd_gaps(s)
-    j = ew.mul(f, _mm(_T(u), ct_u))
+    ct_u = ew.conj(ct_u)
+    v, ct_v, f = _H(vt), _T(ct_vt), _svd_gaps(s)
+    uhu = _mm(_H(u), ct_u)
+    j = ew.mul(f, uhu)
     k = ew.mul(f, _mm(vt, ct_v))
-    core = ew.add(_diag_embed(ct_s), ew.add(ew.mul(ew.add(j, _T(j)), _row(s)),
-                                            ew.mul(_col(s), ew.add(k, _T(k)))))
+    core = ew.add(_diag_embed(ct_s), ew.add(ew.mul(ew.add(j, _H(j)), _row(s)),
+                                            ew.mul(_col(s), ew.add(k, _H(k)))))
+    core = _svd_phase(core, uhu, s)
     abar = _mm(_mm(u, core), vt)
     if m > n:
-        perp = ew.sub(ct_u, _mm(u, _mm(_T(u), ct_u)))
+        perp = ew.sub(ct_u, _mm(u, uhu))
         abar = ew.add(abar, _mm(ew.div(perp, _row(s)), vt))
     if n > m:
         perp = ew.sub(ct_v, _mm(v, _mm(vt, ct_v)))
-        abar = ew.add(abar, _mm(u, _T(ew.div(perp, _row(s)))))
-    return [abar]
+        abar = ew.add(abar, _mm(u, _H(ew.div(perp, _row(s)))))
+    return [ew.conj(abar)]
 
 
 svd_p.def_vmap(_vmap_front(svd_p))

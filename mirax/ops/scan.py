@@ -255,7 +255,7 @@ def _float_masks(body: Graph, nk: int, consts, init, xs):
         [is_float(c) for c in consts],
         [is_float(c) for c in init],
         [is_float(x) for x in xs],
-        [dtypes.is_float(a.dtype) for a in body.out_avals[nk:]],
+        [dtypes.is_inexact(a.dtype) for a in body.out_avals[nk:]],
     )
 
 
@@ -299,7 +299,7 @@ def _bwd_graph(body: Graph, nc: int, nk: int) -> Graph:
     """One reverse step: (consts | acc, ct_c | c, x, ct_y) -> (acc', ct_c_prev | ct_x),
     over the float consts / carries / xs / ys only."""
     ins, outs = body.in_avals, body.out_avals
-    fl = lambda avals: [dtypes.is_float(a.dtype) for a in avals]
+    fl = lambda avals: [dtypes.is_inexact(a.dtype) for a in avals]
     masks = (fl(ins[:nc]), fl(ins[nc : nc + nk]), fl(ins[nc + nk :]), fl(outs[nk:]))
     dc, dk, dx, _ = masks
 

@@ -315,7 +315,7 @@ def _pad_transpose(ct, x, v, *, padding_config):
     t_x = slice(unpadded, (0,) * len(padding_config), unpadded.shape,
                 tuple(i + 1 for _, _, i in padding_config))
     t_v = None
-    if dtypes.is_float(aval_of(v).dtype):
+    if dtypes.is_inexact(aval_of(v).dtype):
         t_v = elementwise_ops.sub(reduction_ops.reduce_sum(ct, None),
                                   reduction_ops.reduce_sum(t_x, None))
     return [t_x, t_v]

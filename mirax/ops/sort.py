@@ -204,7 +204,7 @@ def _sort_vjp(cts, out, *xs, axis, descending, num_keys):
     perm = _perm_of(xs, axis, descending, num_keys)
     n = aval_of(xs[0]).shape[axis]
     return [scatter_add_along_axis_p.bind(ct, perm, axis=axis, size=n)
-            if dtypes.is_float(aval_of(x).dtype) else None for ct, x in zip(cts, xs)]
+            if dtypes.is_inexact(aval_of(x).dtype) else None for ct, x in zip(cts, xs)]
 
 
 @sort_p.def_vmap

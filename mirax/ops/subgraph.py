@@ -47,7 +47,7 @@ def same_aval(a: ShapedArray, b: ShapedArray) -> bool:
 
 
 def is_float(x) -> bool:
-    return dtypes.is_float(aval_of(x).dtype)
+    return dtypes.is_inexact(aval_of(x).dtype)
 
 
 def rule_graph(fn, in_avals, name) -> Graph:
@@ -100,7 +100,7 @@ def jvp_graph(graph: Graph, nz: tuple, inst: tuple):
     """graph's jvp: inputs (primals, tangents where nz), outputs (primals, tangents where
     nonzero or inst). Returns (graph, out_nz)."""
     n = len(graph.inputs)
-    inst = tuple(i and dtypes.is_float(a.dtype) for i, a in zip(inst, graph.out_avals))
+    inst = tuple(i and dtypes.is_inexact(a.dtype) for i, a in zip(inst, graph.out_avals))
 
     def build():
         box = []
@@ -126,7 +126,7 @@ def vjp_graph(graph: Graph, diff_out: tuple) -> Graph:
             xs, cs = list(args[:n]), iter(args[n:])
             _, bwd = vjp_flat(lambda *ys: eval_graph(graph, *ys), xs)
             cts = bwd([next(cs) if d else None for d in diff_out])
-            return [c for c, a in zip(cts, graph.in_avals) if dtypes.is_float(a.dtype)]
+            return [c for c, a in zip(cts, graph.in_avals) if dtypes.is_inexact(a.dtype)]
         avals = graph.in_avals + [a for a, d in zip(graph.out_avals, diff_out) if d]
         return rule_graph(fn, avals, f"vjp_{graph.name}")
     return cached(graph, ("cf_vjp", diff_out), build)

@@ -9,6 +9,11 @@ Higher orders check the derivative functions recursively, as JAX does: for fwd,
 x -> jvp(f, x, v)[1] and for rev, x -> vjp(f, x)[1](u) with fixed random v, u, each checked
 again in every mode up to `order`. Basis directions make every entry of the Jacobian
 checked (and nameable on failure), so this is meant for small test inputs.
+
+Complex arguments and outputs are checked as pairs of reals: a complex leaf of shape S is
+seen as a real leaf of shape S + (2,) (real, imaginary parts), so finite differences run
+along the real and the imaginary direction of every entry, and the reverse mode (JAX's
+transpose convention) must equal the transpose of that real Jacobian.
 """
 from __future__ import annotations
 
@@ -20,15 +25,34 @@ from mirax.ops.elementwise import convert_element_type
 from mirax.ops.creation import asarray
 from mirax.interpreters.jvp import jvp_flat
 from mirax.interpreters.vjp import vjp_flat
+from mirax.ops import elementwise as _ew
+from mirax.ops import shape as _sh
 
 __all__ = ["check_grads", "numerical_grad", "numerical_jacobian"]
 
 
 def _to64(x):
     x = operand(x, "check_grads")
+    if dtypes.is_complex(x.dtype) and x.dtype != np.complex128:
+        return _ew.convert_element_type(x, np.complex128)
     if dtypes.is_float(x.dtype) and x.dtype != np.float64:
         return convert_element_type(x, np.float64)
     return x
+
+
+def _split(x):
+    """A complex leaf as reals [..., 2] (real, imaginary); real leaves unchanged."""
+    if not dtypes.is_complex(x.dtype):
+        return x
+    return _sh.stack([_ew.real(x), _ew.imag(x)], axis=x.ndim)
+
+
+def _join(x, like):
+    """The inverse of _split for a leaf shaped like `like`."""
+    if not dtypes.is_complex(like.dtype):
+        return x
+    last = x.ndim - 1
+    return _ew.complex(_sh.index_in_dim(x, 0, last), _sh.index_in_dim(x, 1, last))
 
 
 def _host(x) -> np.ndarray:
@@ -39,16 +63,16 @@ def _flat_fn(f, args):
     """f as a function of the flat float leaves of args -> flat float output leaves."""
     leaves, in_tree = tree.flatten(list(args))
     leaves = [_to64(x) for x in leaves]
-    diff = [i for i, x in enumerate(leaves) if dtypes.is_float(x.dtype)]
+    diff = [i for i, x in enumerate(leaves) if dtypes.is_inexact(x.dtype)]
     paths = [f"args{tree.keystr(p)}" for p, _ in tree.leaves_with_path(list(args))]
 
     def flat(*xs):
         full = list(leaves)
         for i, x in zip(diff, xs):
-            full[i] = x
+            full[i] = _join(x, leaves[i])
         out = f(*tree.unflatten(in_tree, full))
-        return [o for o in (_to_operand(v) for v in tree.leaves(out))]
-    return flat, [leaves[i] for i in diff], [paths[i] for i in diff]
+        return [_split(o) for o in (_to_operand(v) for v in tree.leaves(out))]
+    return flat, [_split(leaves[i]) for i in diff], [paths[i] for i in diff]
 
 
 def _to_operand(v):
@@ -85,7 +109,10 @@ def numerical_grad(f, args, eps: float = 1e-4):
     jac = numerical_jacobian(flat, xs, eps)[0]
     leaves, in_tree = tree.flatten(list(args))
     it = iter(jac)
-    grads = [next(it) if dtypes.is_float(_to64(x).dtype) else None for x in leaves]
+    # complex leaves: JAX's convention, df/dx - i df/dy
+    grads = [None if not dtypes.is_inexact(_to64(x).dtype) else
+             (lambda j: j[..., 0] - 1j * j[..., 1] if dtypes.is_complex(_to64(x).dtype)
+              else j)(next(it)) for x in leaves]
     return tuple(tree.unflatten(in_tree, grads))
 
 

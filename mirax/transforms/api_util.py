@@ -39,9 +39,17 @@ def split_args(args, argnums, name: str = "transform", need_leaves: bool = False
     return leaves, treedef, rebuild
 
 
-def check_float_inputs(name: str, leaves, what="input"):
+def check_float_inputs(name: str, leaves, what="input", holomorphic=False, complex_ok=True):
+    """Differentiable inputs: float or complex; with holomorphic=True complex only (as JAX);
+    complex_ok=False for the transforms that need real inputs unless holomorphic (jacfwd)."""
     for x in leaves:
-        if not dtypes.is_float(x.dtype):
+        if holomorphic and not dtypes.is_complex(x.dtype):
+            raise TypeError(f"{name}(holomorphic=True) requires complex {what}s, got "
+                            f"{short(x)}")
+        if not holomorphic and not complex_ok and dtypes.is_complex(x.dtype):
+            raise TypeError(f"{name} requires real {what}s, got {short(x)}; for a holomorphic "
+                            "function pass holomorphic=True")
+        if not dtypes.is_inexact(x.dtype):
             raise TypeError(f"{name} requires float {what}s, got {short(x)}; integer and bool "
                             "arguments have no derivative (exclude them with argnums)")
 

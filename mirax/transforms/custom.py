@@ -59,7 +59,7 @@ class FlatFn:
 
 
 def _is_float(x) -> bool:
-    return dtypes.is_float(aval_of(x).dtype)
+    return dtypes.is_inexact(aval_of(x).dtype)
 
 
 def _zeros_for(x):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from mirax.core.errors import check_callable, naming_errors
-from mirax.core import tree
+from mirax.core import dtypes, tree
 from mirax.core.trace import aval_of
-from mirax.ops.common import operand, static_int
+from mirax.ops.common import operand, short, static_int
 from mirax.transforms.api_util import check_argnums, check_float_inputs, split_args
 from mirax.transforms.jvp import jvp
 from mirax.transforms.vjp import grad, vjp
@@ -39,15 +39,16 @@ def _check_chunk(chunk_size, op):
         raise ValueError(f"{op}: chunk_size must be a positive int, got {chunk_size}")
 
 
-def jacfwd(f, argnums=0, has_aux=False, chunk_size=None):
+def jacfwd(f, argnums=0, has_aux=False, chunk_size=None, holomorphic=False):
     """The Jacobian by forward mode; with has_aux, f returns (out, aux) and the result is
-    (jacobian, aux)."""
+    (jacobian, aux). Complex inputs need holomorphic=True (as JAX): the result is then the
+    complex Jacobian df/dz."""
     check_callable(f, "jacfwd")
     _check_chunk(chunk_size, "jacfwd")
     def jac(*args):
         nums = check_argnums("jacfwd", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums, "jacfwd", need_leaves=True)
-        check_float_inputs("jacfwd", leaves)
+        check_float_inputs("jacfwd", leaves, holomorphic=holomorphic, complex_ok=False)
         n = _total(leaves)
         dtype = leaves[0].dtype
 
@@ -81,18 +82,19 @@ def _assemble_fwd(cols, leaves, treedef, argnums):
     return tree.map(per_out, cols)
 
 
-def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
+def jacrev(f, argnums=0, has_aux=False, chunk_size=None, holomorphic=False):
     """The Jacobian by reverse mode; with has_aux, f returns (out, aux) and the result is
-    (jacobian, aux)."""
+    (jacobian, aux). Complex outputs need holomorphic=True (as JAX)."""
     check_callable(f, "jacrev")
     _check_chunk(chunk_size, "jacrev")
     def jac(*args):
         nums = check_argnums("jacrev", argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums, "jacrev", need_leaves=True)
-        check_float_inputs("jacrev", leaves)
+        check_float_inputs("jacrev", leaves, holomorphic=holomorphic)
         out, pullback, *aux = vjp(lambda *xs: f(*rebuild(xs)), *leaves, has_aux=has_aux)
         out_leaves, out_tree = tree.flatten(out)
         out_leaves = [operand(o, "jacrev") for o in out_leaves]
+        _check_outputs(out_leaves, holomorphic)
         m = _total(out_leaves)
         cts = _split_basis(_basis(m, out_leaves[0].dtype), out_leaves)
         rows = vmap(lambda *c: pullback(tree.unflatten(out_tree, list(c))),
@@ -109,6 +111,16 @@ def jacrev(f, argnums=0, has_aux=False, chunk_size=None):
         out = tree.unflatten(out_tree, per_out)
         return (out, aux[0]) if has_aux else out
     return naming_errors(jac, "jacrev")
+
+
+def _check_outputs(outs, holomorphic):
+    for o in outs:
+        if holomorphic and not dtypes.is_complex(o.dtype):
+            raise TypeError(f"jacrev(holomorphic=True) requires complex outputs, got "
+                            f"{short(o)}")
+        if not holomorphic and dtypes.is_complex(o.dtype):
+            raise TypeError(f"jacrev requires real outputs, got {short(o)}; for a holomorphic "
+                            "function pass holomorphic=True")
 
 
 def hessian(f, argnums=0, has_aux=False, chunk_size=None):

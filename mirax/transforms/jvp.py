@@ -25,7 +25,7 @@ def jvp(f, primals, tangents, has_aux=False):
         t = operand(t, "jvp")
         if tuple(t.shape) != tuple(p.shape):
             raise ValueError(f"jvp: tangent {short(t)} does not match primal {short(p)}")
-        if dtypes.is_float(p.dtype) and t.dtype != p.dtype:
+        if dtypes.is_inexact(p.dtype) and t.dtype != p.dtype:
             t = convert_element_type(t, p.dtype)
         ts.append(t)
     box, aux_box = [], []

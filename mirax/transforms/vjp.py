@@ -12,27 +12,35 @@ from mirax.transforms.api_util import (check_argnums, check_float_inputs, split_
                                        strip_aux)
 
 
-def _scalar_check(name, out):
+def _scalar_check(name, out, holomorphic=False):
     a = aval_of(out)
     if a.shape != ():
         raise TypeError(f"{name}: the function must return a scalar (shape ()), got "
                         f"{short(a)}; use mx.vjp or mx.jacrev for non-scalar outputs")
-    if not dtypes.is_float(a.dtype):
+    if holomorphic:
+        if not dtypes.is_complex(a.dtype):
+            raise TypeError(f"{name}(holomorphic=True): the function must return a complex "
+                            f"scalar, got {short(a)}")
+    elif dtypes.is_complex(a.dtype):
+        raise TypeError(f"{name}: the function must return a real scalar, got {short(a)}; "
+                        "for a holomorphic function pass holomorphic=True, otherwise take "
+                        "mnp.real / mnp.abs of the output")
+    elif not dtypes.is_inexact(a.dtype):
         raise TypeError(f"{name}: the function must return a float scalar, got {short(a)}")
 
 
-def value_and_grad(f, argnums=0, has_aux=False):
-    return _value_and_grad(f, argnums, has_aux, "value_and_grad")
+def value_and_grad(f, argnums=0, has_aux=False, holomorphic=False):
+    return _value_and_grad(f, argnums, has_aux, "value_and_grad", holomorphic)
 
 
-def _value_and_grad(f, argnums, has_aux, _name):
+def _value_and_grad(f, argnums, has_aux, _name, holomorphic=False):
     """value_and_grad, its errors naming `_name` (grad is built on it)."""
     check_callable(f, _name)
 
     def value_and_grad_f(*args, **kwargs):
         nums = check_argnums(_name, argnums, len(args))
         leaves, treedef, rebuild = split_args(args, nums, _name)
-        check_float_inputs(_name, leaves)
+        check_float_inputs(_name, leaves, holomorphic=holomorphic)
         aux_box = []
 
         def flat_fn(*xs):
@@ -44,7 +52,7 @@ def _value_and_grad(f, argnums, has_aux, _name):
                 out, aux = out
                 aux_box.append(aux)
             out = operand(out, _name)
-            _scalar_check(_name, out)
+            _scalar_check(_name, out, holomorphic)
             return [out]
 
         trace_box = []
@@ -62,9 +70,13 @@ def _value_and_grad(f, argnums, has_aux, _name):
     return naming_errors(value_and_grad_f, _name)
 
 
-def grad(f, argnums=0, has_aux=False):
+def grad(f, argnums=0, has_aux=False, holomorphic=False):
+    """The gradient of a real scalar f. For complex inputs it is JAX's convention: the
+    conjugate of the steepest-ascent direction, df/dx - i df/dy (z = x + iy). With
+    holomorphic=True, f is complex-valued and holomorphic in complex inputs and the result
+    is the complex derivative f'(z)."""
     check_callable(f, "grad")
-    vg = _value_and_grad(f, argnums, has_aux, "grad")
+    vg = _value_and_grad(f, argnums, has_aux, "grad", holomorphic)
 
     def grad_f(*args, **kwargs):
         out = vg(*args, **kwargs)

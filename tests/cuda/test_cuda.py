@@ -54,7 +54,8 @@ def _close(got, want, rtol=2e-5, atol=1e-6, what=""):
         if g.dtype.kind in "iub" and w.dtype.kind in "iub":
             np.testing.assert_array_equal(g, w, err_msg=what)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+            wide = np.complex128 if "c" in (g.dtype.kind, w.dtype.kind) else np.float64
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=rtol,
                                        atol=atol, equal_nan=True, err_msg=what)
 
 
@@ -90,7 +91,7 @@ def _ref_value(spec, sample):
 
 def _tol(spec, dtype):
     rtol, atol = value_tol(spec, dtype)
-    if np.dtype(dtype) == np.float32:
+    if np.dtype(dtype) in (np.float32, np.complex64):
         rtol, atol = max(rtol, 2e-5), max(atol, 2e-6)
     elif np.dtype(dtype) == np.float64:
         rtol, atol = max(rtol, 1e-9), max(atol, 1e-10)
@@ -868,3 +869,31 @@ def test_mirax_device_env(knobs, monkeypatch):
     assert mx.default_device().platform == "cuda"
     x = mx.asarray(np.ones(3, np.float32), device=mx.default_device())
     assert x.device.platform == "cuda"
+
+
+def test_complex_and_fft_on_cuda():
+    """Complex elementwise chains (no CUDA C type: run op by op), cuFFT through cupy.fft,
+    and a gradient through both, on device, against the CPU backend."""
+    rng = np.random.default_rng(0)
+    z = (rng.normal(size=(64, 96)) + 1j * rng.normal(size=(64, 96))).astype(np.complex64)
+    r = rng.normal(size=(64, 96)).astype(np.float32)
+
+    def f(a, b):
+        y = mnp.fft.fft2(a * mnp.exp(0.1j * b)) + mnp.fft.rfft(b, n=190, axis=-1)[:, :96]
+        return mnp.sum(mnp.abs(mnp.fft.ifft(y, axis=0)) ** 2) + mnp.real(mnp.vdot(a, y))
+
+    want_v = f(mnp.asarray(z), mnp.asarray(r))
+    want_g = mx.grad(f, argnums=(0, 1))(mnp.asarray(z), mnp.asarray(r))
+    for fn in (f, mx.jit(f)):
+        got_v = fn(_cuda(z), _cuda(r))
+        _on_cuda(got_v)
+        _close(got_v, want_v, rtol=1e-4, atol=1e-2)
+    g = mx.jit(mx.grad(f, argnums=(0, 1)))(_cuda(z), _cuda(r))
+    _on_cuda(g)
+    for a, b in zip(g, want_g):
+        scale = float(np.abs(np.asarray(b)).max())
+        _close(a, b, rtol=1e-4, atol=1e-5 * scale)
+    irf = mnp.fft.irfftn(_cuda(z[:, :49]), s=(64, 96))
+    _on_cuda(irf)
+    _close(irf, np.fft.irfftn(z[:, :49], s=(64, 96)), rtol=1e-4, atol=1e-6)
+    assert not [k for k in BE.failures if k[0] in ("fft", "complex", "real", "imag", "conj")]

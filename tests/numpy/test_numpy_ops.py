@@ -49,7 +49,7 @@ def _flat(x):
 def tol_for(dtype, rtol=1e-5, atol=1e-6):
     """Tolerance by the result's dtype: f32 per spec, f64 tight, ints and bools exact."""
     d = np.dtype(dtype)
-    if d == np.float64:
+    if d in (np.float64, np.complex128):
         return 1e-9, 1e-10
     if d.kind in "iub":
         return 0.0, 0.0
@@ -66,7 +66,8 @@ def assert_close(got, want, rtol=1e-5, atol=1e-6, what=""):
             np.testing.assert_array_equal(g, w, err_msg=what)
         else:
             rtol, atol = tol_for(g.dtype, rtol, atol)
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+            wide = np.complex128 if "c" in (g.dtype.kind, w.dtype.kind) else np.float64
+            np.testing.assert_allclose(g.astype(wide), w.astype(wide), rtol=rtol,
                                        atol=atol, equal_nan=True, err_msg=what)
 
 

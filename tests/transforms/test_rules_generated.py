@@ -21,7 +21,7 @@ import pytest
 import mirax as mx
 import mirax.numpy as mnp
 from mirax.core.primitive import Primitive, registry
-from opspec import F64, SHORT, SPECS
+from opspec import C64, C128, F64, SHORT, SPECS
 
 
 def _rng(*key):
@@ -35,34 +35,46 @@ def _samples(spec, dtype, seed=0):
 def _params(kind, n_fast=2):
     out = []
     for spec in SPECS:
-        if kind in ("jvp", "vjp"):
-            if not spec.diff:
-                continue
-            dtype = F64
-        else:
-            dtype = spec.dtypes[0]
-        if kind == "vmap" and not spec.vmap:
+        if kind in ("jvp", "vjp") and not spec.diff:
             continue
-        tag = f"{spec.name}-{SHORT[dtype]}"
-        if dtype not in spec.dtypes and kind not in ("jvp", "vjp"):
+        # complex specs (C64 among their dtypes) run in complex too: c128 for derivatives
+        for dtype in _kind_dtypes(spec, kind):
+            out.extend(_params_one(spec, dtype, kind, n_fast))
+    return out
+
+
+def _kind_dtypes(spec, kind):
+    first = F64 if kind in ("jvp", "vjp") and spec.dtypes[0].kind != "c" else spec.dtypes[0]
+    if first == C64 and kind in ("jvp", "vjp"):
+        first = C128
+    more = [C128 if kind in ("jvp", "vjp") else C64] if C64 in spec.dtypes[1:] else []
+    return [first] + more
+
+
+def _params_one(spec, dtype, kind, n_fast):
+    out = []
+    if kind == "vmap" and not spec.vmap:
+        return out
+    tag = f"{spec.name}-{SHORT[dtype]}"
+    if dtype not in spec.dtypes and kind not in ("jvp", "vjp"):
+        return out
+    if spec.fn is None:
+        why = f"mirax.{spec.path} does not exist yet" + (
+            f" (in progress: {spec.owner})" if spec.owner else "")
+        out.append(pytest.param(spec, dtype, 0, id=tag, marks=pytest.mark.skip(reason=why)))
+        return out
+    k_fast = 0
+    for k, sample in enumerate(_samples(spec, dtype)):
+        arrays = [sample.args[i] for i in sample.arrays()]
+        if kind in ("jvp", "vjp", "vmap") and not arrays:
             continue
-        if spec.fn is None:
-            why = f"mirax.{spec.path} does not exist yet" + (
-                f" (in progress: {spec.owner})" if spec.owner else "")
-            out.append(pytest.param(spec, dtype, 0, id=tag, marks=pytest.mark.skip(reason=why)))
+        if kind in ("jvp", "vjp") and (any(a.size == 0 for a in arrays) or not any(
+                a.dtype.kind in "fc" for a in arrays)):
             continue
-        k_fast = 0
-        for k, sample in enumerate(_samples(spec, dtype)):
-            arrays = [sample.args[i] for i in sample.arrays()]
-            if kind in ("jvp", "vjp", "vmap") and not arrays:
-                continue
-            if kind in ("jvp", "vjp") and (any(a.size == 0 for a in arrays) or not any(
-                    a.dtype.kind == "f" for a in arrays)):
-                continue
-            fast = k_fast < n_fast
-            k_fast += 1
-            out.append(pytest.param(spec, dtype, k, id=f"{tag}-{sample.name}",
-                                    marks=() if fast else pytest.mark.slow))
+        fast = k_fast < n_fast
+        k_fast += 1
+        out.append(pytest.param(spec, dtype, k, id=f"{tag}-{sample.name}",
+                                marks=() if fast else pytest.mark.slow))
     return out
 
 
@@ -82,7 +94,7 @@ def _bind_arrays(spec, sample):
 def _diff_fn(spec, sample):
     """g(*float_args) closing over the other arrays, and the float args (as NumPy)."""
     f, arrays = _bind_arrays(spec, sample)
-    pos = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"
+    pos = [i for i, a in enumerate(arrays) if a.dtype.kind in "fc"
            and (spec.diff_args is None or i in spec.diff_args)]
 
     def g(*xs):
@@ -111,8 +123,19 @@ def _close(got, want, rtol, atol, what):
         if g.dtype.kind in "iub" and w.dtype.kind in "iub":
             np.testing.assert_array_equal(g, w, err_msg=what)
         else:
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
+            np.testing.assert_allclose(_wide(g), _wide(w), rtol=rtol,
                                        atol=atol, equal_nan=True, err_msg=what)
+
+
+def _wide(a):
+    """float64 (complex128 for complex) for comparisons."""
+    a = np.asarray(a)
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+
+
+def _pair(a, b) -> float:
+    """JAX's transpose pairing: Re sum(a * b) (no conjugation; the dot product for reals)."""
+    return float(np.real(np.sum(_wide(a) * _wide(b))))
 
 
 # --- jit ---------------------------------------------------------------------------------------
@@ -128,8 +151,15 @@ def test_jit(spec, dtype, k):
 
 
 # --- jvp vs finite differences -----------------------------------------------------------------
+def _normal(rng, shape, dtype):
+    v = rng.normal(size=shape)
+    if np.dtype(dtype).kind == "c":
+        v = v + 1j * rng.normal(size=shape)
+    return v.astype(dtype)
+
+
 def _tangents(rng, xs):
-    return [rng.normal(size=x.shape).astype(x.dtype) for x in xs]
+    return [_normal(rng, x.shape, x.dtype) for x in xs]
 
 
 @pytest.mark.parametrize("spec,dtype,k", _params("jvp"))
@@ -142,13 +172,12 @@ def test_jvp(spec, dtype, k):
     eps = 1e-6
     hi = g(*[x + eps * t for x, t in zip(xs, ts)])
     lo = g(*[x - eps * t for x, t in zip(xs, ts)])
-    fd = [(np.asarray(a, np.float64) - np.asarray(b, np.float64)) / (2 * eps)
-          for a, b in zip(_leaves(hi), _leaves(lo))]
+    fd = [(_wide(a) - _wide(b)) / (2 * eps) for a, b in zip(_leaves(hi), _leaves(lo))]
     t_leaves = mx.tree.leaves(t_out)
     for t, d, o in zip(t_leaves, fd, _leaves(out)):
-        if o.dtype.kind != "f":
+        if o.dtype.kind not in "fc":
             continue
-        t = np.zeros_like(d) if t is None else np.asarray(t, np.float64)
+        t = np.zeros_like(d) if t is None else _wide(t)
         np.testing.assert_allclose(t, d, rtol=spec.grad_rtol, atol=1e-6,
                                    err_msg=f"jvp({spec.name}) vs central differences")
 
@@ -162,15 +191,14 @@ def test_vjp(spec, dtype, k):
     primals = [mnp.asarray(x) for x in xs]
     out, vjp_fn = mx.vjp(g, *primals)
     leaves, treedef = mx.tree.flatten(out)
-    cts = [rng.normal(size=o.shape).astype(o.dtype) if o.dtype.kind == "f"
+    cts = [_normal(rng, o.shape, o.dtype) if o.dtype.kind in "fc"
            else np.zeros(o.shape, o.dtype) for o in map(np.asarray, leaves)]
     x_cts = vjp_fn(mx.tree.unflatten(treedef, [mnp.asarray(c) for c in cts]))
     ts = _tangents(rng, xs)
     _, t_out = mx.jvp(g, tuple(primals), tuple(mnp.asarray(t) for t in ts))
-    lhs = sum(float(np.vdot(np.asarray(c, np.float64), t)) for c, t in zip(x_cts, ts))
-    rhs = sum(float(np.vdot(c, np.asarray(t, np.float64)))
-              for c, t, o in zip(cts, mx.tree.leaves(t_out), leaves)
-              if np.dtype(o.dtype).kind == "f" and t is not None)
+    lhs = sum(_pair(c, t) for c, t in zip(x_cts, ts))
+    rhs = sum(_pair(c, t) for c, t, o in zip(cts, mx.tree.leaves(t_out), leaves)
+              if np.dtype(o.dtype).kind in "fc" and t is not None)
     assert lhs == pytest.approx(rhs, rel=1e-8, abs=1e-9), \
         f"vjp({spec.name}) is not the adjoint of its jvp: {lhs} vs {rhs}"
 

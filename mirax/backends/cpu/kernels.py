@@ -11,6 +11,9 @@ Two kinds, both computing what the reference impl computes:
   output with one 1-d `np.add.at` (NumPy's fast path); both accumulate in index order,
   bitwise equal to the reference. gelu (tanh form) and its
   backward run in cache-sized blocks with in-place temporaries (equal up to rounding).
+  fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
+  complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
+  rounding), else NumPy's, the reference.
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
 from __future__ import annotations
@@ -23,6 +26,13 @@ from mirax.backends.cpu import blocked, loops
 from mirax.core.primitive import registry
 from mirax.ops.graph_ops import valid_rows
 from mirax.backends.cpu._rows import scatter_add_rows
+
+from mirax.core import dtypes
+
+try:  # optional: a faster FFT than NumPy's (same algorithm family, SIMD, single precision)
+    import scipy.fft as _scipy_fft
+except ImportError:  # pragma: no cover - SciPy is a test dependency
+    _scipy_fft = None
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
@@ -207,3 +217,20 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
             x2 += t
             np.multiply(cf[s:e], x2, out=rf[s:e])
     return [res]
+
+
+# --- fft through scipy.fft -------------------------------------------------------------------
+if _scipy_fft is not None:
+    @_native("fft")
+    def _fft(x, *, fft_type, fft_lengths):
+        axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
+        if fft_type == "fft":
+            out, dt = _scipy_fft.fftn(x, axes=axes), x.dtype
+        elif fft_type == "ifft":
+            out, dt = _scipy_fft.ifftn(x, axes=axes), x.dtype
+        elif fft_type == "rfft":
+            out, dt = _scipy_fft.rfftn(x, axes=axes), dtypes.complex_dtype(x.dtype)
+        else:
+            out = _scipy_fft.irfftn(x, s=fft_lengths, axes=axes)
+            dt = dtypes.real_dtype(x.dtype)
+        return np.asarray(out).astype(dt, copy=False)

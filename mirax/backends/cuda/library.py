@@ -36,7 +36,7 @@ REFERENCE_OK = {
     "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "not", "is_finite",
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "atan2", "nextafter", "and",
     "or", "xor", "shift_left", "shift_right", "eq", "ne", "lt", "le", "gt", "ge", "select",
-    "mul_strong",
+    "mul_strong", "real", "imag", "conj",
     # shape
     "broadcast_in_dim", "reshape", "transpose", "concatenate", "rev", "slice",
     # transforms whose impl runs a Python body on Arrays (eager dispatch keeps it on device)
@@ -353,7 +353,28 @@ def explicit_impls() -> dict:
     for name in ("erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma1"):
         table[name] = _special(name)
     table.update(_linalg())
+    table["fft"], table["complex"] = _fft, _complex
     return table
+
+
+# --- complex and FFT (cuFFT through cupy.fft) ------------------------------------------------
+# NOTE: written without a GPU at hand; the CUDA tests (tests/cuda) compare them with NumPy.
+def _fft(x, *, fft_type, fft_lengths):
+    axes = tuple(range(x.ndim - len(fft_lengths), x.ndim))
+    if fft_type == "fft":
+        return cp.fft.fftn(x, axes=axes).astype(x.dtype, copy=False)
+    if fft_type == "ifft":
+        return cp.fft.ifftn(x, axes=axes).astype(x.dtype, copy=False)
+    if fft_type == "rfft":
+        return cp.fft.rfftn(x, axes=axes).astype(dtypes.complex_dtype(x.dtype), copy=False)
+    out = cp.fft.irfftn(x, s=fft_lengths, axes=axes)
+    return out.astype(dtypes.real_dtype(x.dtype), copy=False)
+
+
+def _complex(x, y):
+    out = cp.empty(np.broadcast_shapes(x.shape, y.shape), dtypes.complex_dtype(x.dtype))
+    out.real, out.imag = x, y
+    return out
 
 
 def partial(fn, params):
