@@ -17,6 +17,7 @@ from mirax.core.dtypes import (  # noqa: F401
 from mirax.core.runtime import default_device, devices  # noqa: F401
 from mirax.graph.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
+from mirax.ops.dot import default_matmul_precision  # noqa: F401
 from mirax.ops.elementwise import stop_gradient  # noqa: F401
 from mirax.ops.transfer import device_put  # noqa: F401
 from mirax.transforms.checkpoint import checkpoint, remat  # noqa: F401
