@@ -71,6 +71,10 @@ def test_cpu_conv_and_attention_equal_highest(prec):
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     conv = (lambda p: lax.conv_general_dilated(x, w, (1, 1), "SAME", precision=p))
     np.testing.assert_array_equal(np.asarray(conv(prec)), np.asarray(conv("highest")))
+    c1 = (lambda p: mnp.convolve(x[0, 0, 0], w[0, 0, 0], precision=p))
+    np.testing.assert_array_equal(np.asarray(c1(prec)), np.asarray(c1("highest")))
+    np.testing.assert_allclose(np.asarray(c1(prec)), np.convolve(x[0, 0, 0], w[0, 0, 0]),
+                               rtol=1e-6, atol=1e-6)
     q, k, v = (rng.standard_normal((1, 4, 2, 8)).astype(np.float32) for _ in range(3))
     att = (lambda p: mx.nn.dot_product_attention(q, k, v, is_causal=True, precision=p))
     np.testing.assert_array_equal(np.asarray(att(prec)), np.asarray(att("highest")))
@@ -186,6 +190,8 @@ def test_bad_precision_names_the_op(bad):
         "conv_general_dilated": lambda: lax.conv_general_dilated(x, w, (1, 1), "VALID",
                                                                  precision=bad),
         "dot_product_attention": lambda: mx.nn.dot_product_attention(q, q, q, precision=bad),
+        "convolve": lambda: mnp.convolve(a[0], b[0], precision=bad),
+        "inner": lambda: mnp.inner(a, a, precision=bad),
     }
     for op, f in cases.items():
         with pytest.raises(ValueError, match=f"^{op}: precision (must be|as a sequence)"):
