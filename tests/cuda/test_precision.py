@@ -164,3 +164,28 @@ def test_split_is_exact():
     np.testing.assert_array_equal(cp.asnumpy(hi + lo), cp.asnumpy(x))
     assert int(cp.count_nonzero(hi.view(cp.uint32) & cp.uint32(0x1FFF))) == 0
     assert float(cp.max(cp.abs(lo) / cp.abs(x))) < 2.0 ** -10
+
+
+def test_attention_blas_path_follows_the_precision(monkeypatch):
+    """The fused attention's cuBLAS path (forced here) takes TF32 at "default" and exact
+    float32 at "highest": gradients against the CPU composite in float32."""
+    from mirax.backends.cuda import attention
+    monkeypatch.setattr(attention, "force_path", "blas")
+    rng = np.random.default_rng(8)
+    q, k, v, w = (rng.standard_normal((1, 128, 2, 64)).astype(np.float32) for _ in range(4))
+
+    def grads(prec, put):
+        ww = put(w)
+
+        def loss(q, k, v):
+            o = mx.nn.dot_product_attention(q, k, v, is_causal=True, precision=prec)
+            return mnp.sum(o * ww)
+        return [np.asarray(g) for g in mx.grad(loss, argnums=(0, 1, 2))(put(q), put(k),
+                                                                         put(v))]
+    ref = grads("highest", mx.asarray)
+    exact, tf32 = grads("highest", _cuda), grads("default", _cuda)
+    for r, e, t in zip(ref, exact, tf32):
+        scale = float(np.max(np.abs(r)))
+        assert np.max(np.abs(e - r)) <= 2e-5 * scale          # float32 (as test_attention)
+        err = float(np.max(np.abs(t - r)))
+        assert 1e-6 * scale < err <= 2.0 ** -7 * scale, err / scale  # TF32 is in use
