@@ -55,7 +55,7 @@ _ALIASES = {"default": "default", "fastest": "default", "bfloat16": "default",
 def _one_precision(p, op):
     if p is None:
         return _ALIASES[config.get("default_matmul_precision")]
-    if isinstance(p, Precision):
+    if isinstance(p, enum.Enum) and p.name in Precision.__members__:  # ours, or JAX's
         return p.name.lower()
     if isinstance(p, str) and p.strip().lower() in _ALIASES:
         return _ALIASES[p.strip().lower()]
@@ -89,7 +89,7 @@ def default_matmul_precision(name):
     """`with mx.default_matmul_precision("highest"):` sets the precision of the products
     made in the block without an explicit one (this thread only; jax's context manager).
     `name`: default/high/highest or JAX's bfloat16/tensorfloat32/float32."""
-    value = name.name.lower() if isinstance(name, Precision) else name
+    value = name.name.lower() if isinstance(name, enum.Enum) else name
     if not isinstance(value, str) or value.strip().lower() not in _ALIASES:
         raise ValueError(f"default_matmul_precision: expected one of "
                          f"{', '.join(sorted(_ALIASES))}, got {name!r}")

@@ -113,6 +113,8 @@ def test_param_resolution_and_aliases():
         assert _params(f(None), a, b)[0] == ["high"]
         assert _params(f((None, "default")), a, b)[0] == ["high"]
         assert _params(f("default"), a, b)[0] == ["default"]  # explicit wins
+    jlax = pytest.importorskip("jax").lax   # JAX's enum is taken by name
+    assert _params(f(jlax.Precision.HIGHEST), a, b)[0] == ["highest"]
     assert lax.Precision("float32") is lax.Precision.HIGHEST
     assert lax.Precision("high") is lax.Precision.HIGH
 
