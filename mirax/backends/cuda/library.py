@@ -326,16 +326,24 @@ _split_tf32 = cp.ElementwiseKernel(
     "mirax_split_tf32")
 
 
+# c + d where c is finite, else c: the exact product is then non-finite as c is (an inf or
+# NaN operand reaches c through its hi part), and d could add a NaN of its own (inf * 0
+# where an inf's hi part meets a zero lo part)
+_combine_3xtf32 = cp.ElementwiseKernel(
+    "float32 c, float32 d", "float32 out", "out = isfinite(c) ? c + d : c;",
+    "mirax_combine_3xtf32")
+
+
 def _gemm_3xtf32(a, b):
     """float32 a @ b as three TF32 tensor-core products accumulated in float32:
-    hi_a hi_b + hi_a lo_b + lo_a hi_b (lo_a lo_b, about 2^-22 of the product, dropped).
-    The error is about float32's (a few 2^-22 |a||b| per entry) at the speed of three TF32
-    GEMMs (NVIDIA's 3xTF32; CUTLASS's "fast accurate" SGEMM). Smallest terms first."""
+    hi_a hi_b + (lo_a hi_b + hi_a lo_b) (lo_a lo_b, about 2^-20 of the product at most,
+    dropped; the corrections summed first). The error is about float32's at the speed of
+    three TF32 GEMMs (NVIDIA's 3xTF32; CUTLASS's "fast accurate" SGEMM)."""
     a_hi, a_lo = _split_tf32(a)
     b_hi, b_lo = _split_tf32(b)
-    c = _gemm(a_lo, b_hi, "default")
-    _gemm(a_hi, b_lo, "default", c)
-    return _gemm(a_hi, b_hi, "default", c)
+    d = _gemm(a_lo, b_hi, "default")
+    _gemm(a_hi, b_lo, "default", d)
+    return _combine_3xtf32(_gemm(a_hi, b_hi, "default"), d)
 
 
 def _matmul(a, b, precision="highest"):
