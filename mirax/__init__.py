@@ -11,10 +11,11 @@ runtime.
 from mirax import ops  # noqa: F401  (registers every primitive)
 from mirax import compiler, backends  # noqa: F401  (register the pipeline and the backends)
 from mirax.core import config, errors, tree  # noqa: F401
-from mirax.core.array import Array  # noqa: F401
+from mirax.core.array import AnyArray as Array  # noqa: F401  (tracers are Arrays too)
 from mirax.core.dtypes import (  # noqa: F401
     bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8)
-from mirax.core.runtime import default_device, devices  # noqa: F401
+from mirax.core.runtime import (  # noqa: F401
+    default_device, device_count, devices, local_device_count, local_devices)
 from mirax.graph.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
 from mirax.ops.dot import default_matmul_precision  # noqa: F401
@@ -23,6 +24,8 @@ from mirax.ops.transfer import device_put  # noqa: F401
 from mirax.transforms.checkpoint import checkpoint, remat  # noqa: F401
 from mirax.transforms.custom import custom_jvp, custom_vjp  # noqa: F401
 from mirax.transforms.derived import hessian, hvp, jacfwd, jacrev  # noqa: F401
+from mirax.transforms.derived import jacrev as jacobian  # noqa: F401  (JAX's alias)
+from mirax.transforms.jaxpr import make_jaxpr  # noqa: F401
 from mirax.transforms.jit import jit  # noqa: F401
 from mirax.transforms.jvp import jvp, linearize  # noqa: F401
 from mirax.transforms.shape_eval import (  # noqa: F401

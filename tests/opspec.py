@@ -925,6 +925,16 @@ spec(
     post=lambda o: _qr_sign_fix(o),
 )
 
+spec(
+    "scipy_linalg_lu",
+    lambda x: tuple(__import__("scipy.linalg", fromlist=["lu"]).lu(x)),
+    path="scipy.linalg.lu",
+    rtol=1e-4,
+    atol=1e-5,
+    jax_name=None,
+    samples=cases(S(((4, 4),)), gen=_wellcond),
+    owner="linalg",
+)
 
 def _qr_sign_fix(outs):
     """Q and R up to the signs of R's diagonal: make them non-negative."""

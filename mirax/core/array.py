@@ -20,6 +20,29 @@ class ArrayOps:
     __array_priority__ = 100  # so np.ndarray <op> Array defers to Array
 
 
+class _AnyArrayMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, ArrayOps)
+
+    def __subclasscheck__(cls, sub):
+        return isinstance(sub, type) and issubclass(sub, ArrayOps)
+
+
+class AnyArray(metaclass=_AnyArrayMeta):
+    """The public `mx.Array` type, as `jax.Array`: concrete arrays and the tracers of every
+    transform are instances (`isinstance(x, mx.Array)` holds inside grad / vmap / jit).
+    Inside mirax, `Array` below is the concrete class; code that needs a concrete value
+    tests `type(x) is Array` or `isinstance(x, Array)` on that class, never this one."""
+    __slots__ = ()
+
+    def __new__(cls, *args, **kwargs):
+        return Array(*args, **kwargs)
+
+
+AnyArray.__name__ = AnyArray.__qualname__ = "Array"
+AnyArray.__module__ = "mirax"
+
+
 class Array(ArrayOps):
     __slots__ = ("_buf", "_weak")
 
@@ -89,6 +112,14 @@ class Array(ArrayOps):
 
     def __float__(self):
         return float(np.asarray(self))
+
+    def __complex__(self):
+        return complex(np.asarray(self))
+
+    def __format__(self, spec):
+        """'{:.2f}'.format(x) formats the value (0-d: the scalar), as NumPy and JAX."""
+        host = np.asarray(self)
+        return format(host[()] if host.ndim == 0 else host, spec)
 
     def __index__(self):
         if not dtypes.is_int(self.dtype):

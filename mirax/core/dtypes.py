@@ -153,7 +153,13 @@ def is_python_scalar(x) -> bool:
 
 
 def input_dtype(x) -> tuple[np.dtype, bool]:
-    """dtype and weakness of a NumPy array, NumPy scalar or Python scalar as mirax sees it."""
+    """dtype and weakness of a NumPy array, NumPy scalar or Python scalar as mirax sees it.
+
+    64-bit NumPy scalars and 0-d arrays (np.float64(0.5), np.log(2 * np.pi), np.array(0.5),
+    np.int64(3)) are weakly typed like the Python scalars they stand for, so f32 computations
+    written with them stay f32, as under JAX's default 32-bit mode (which narrows them to
+    32 bits); narrower NumPy scalars (np.float32(2)) are strong as in JAX, and NumPy arrays
+    of rank >= 1 keep their dtype."""
     if is_python_scalar(x):
         return python_scalar_dtype(x), not isinstance(x, bool)
     d = np.dtype(x.dtype)
@@ -163,7 +169,10 @@ def input_dtype(x) -> tuple[np.dtype, bool]:
         if d.kind == "c":
             raise TypeError(f"mirax does not support complex dtype {d}")
         raise TypeError(f"mirax does not support dtype {d}")
-    return d, False
+    return d, not x.ndim and d in _WEAK_NUMPY_SCALARS
+
+
+_WEAK_NUMPY_SCALARS = (float64, int64)
 
 
 def finfo(dtype):

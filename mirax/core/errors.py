@@ -23,3 +23,12 @@ class ShapeError(MiraxError, TypeError, ValueError):
 class DTypeError(MiraxError, TypeError, ValueError):
     """Operands whose dtypes do not fit the operation (a TypeError and a ValueError, as
     ShapeError)."""
+
+
+# JAX's names for the concretization errors (jax.errors.*), so `except
+# jax.errors.TracerBoolConversionError:` in a ported program catches mirax's error. mirax
+# raises the one class for all of them: each name catches every concretization failure.
+ConcretizationTypeError = ConcretizationError
+TracerBoolConversionError = ConcretizationError
+TracerIntegerConversionError = ConcretizationError
+TracerArrayConversionError = ConcretizationError

@@ -74,6 +74,14 @@ class Backend:
     def decomposes(self, prim) -> bool:
         return False
 
+    def adopt(self, buf):
+        """A buffer of this backend for `buf` (a host value, or one of its own as it is)."""
+        raise NotImplementedError
+
+    def empty(self, shape, dtype):
+        """A new buffer of this backend, contents undefined."""
+        raise NotImplementedError
+
     def impl(self, prim) -> Callable:
         """The function that runs `prim` on this backend's buffers."""
         native = self.impls.get(prim.name)
@@ -146,6 +154,21 @@ def devices(platform: str | None = None) -> list[Device]:
     return out
 
 
+def local_devices(backend: str | None = None) -> list[Device]:
+    """The devices this process drives (all of them, in a single process); JAX's backend
+    name 'gpu' means 'cuda'."""
+    return devices("cuda" if backend == "gpu" else backend)
+
+
+def device_count(backend: str | None = None) -> int:
+    """How many devices (of `backend`'s platform when given)."""
+    return len(local_devices(backend))
+
+
+def local_device_count(backend: str | None = None) -> int:
+    return len(local_devices(backend))
+
+
 def default_device() -> Device:
     want = config.get("device").lower()
     if want.startswith("cuda") or want == "gpu":
@@ -204,6 +227,14 @@ def synchronize(buf):
     sync = getattr(backend_of_buffer(buf), "synchronize", None)
     if sync is not None:
         sync(buf)
+
+
+def platform_of(bufs) -> str:
+    """The platform of the first device buffer among `bufs` ("cpu" when there is none)."""
+    for b in bufs:
+        if hasattr(b, "shape") and not host.owns(b):
+            return backend_of_buffer(b).platform
+    return "cpu"
 
 
 def impl_for(prim, bufs):

@@ -91,6 +91,13 @@ class Tracer(ArrayOps):
     def __repr__(self):
         return f"{type(self).__name__}({self.aval.str_short()})"
 
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        raise ConcretizationError(
+            f"format() of a traced {self.aval.str_short()}: the value is not known while "
+            "tracing; use mx.debug.print inside jit, or format the result outside")
+
     def __array__(self, dtype=None, copy=None):
         raise ConcretizationError(
             f"np.asarray() of a traced {self.aval.str_short()} inside a transform: "
@@ -114,6 +121,12 @@ class PrimalTracer(Tracer):
 
     def __float__(self):
         return float(self.primal)
+
+    def __complex__(self):
+        return complex(self.primal)
+
+    def __format__(self, spec):
+        return format(self.primal, spec)
 
     def __index__(self):
         return self.primal.__index__()
@@ -324,8 +337,8 @@ def explain_failure(prim, args, params):
 def aval_of(x) -> ShapedArray:
     if isinstance(x, (Array, Tracer)):
         return x.aval
-    if isinstance(x, (np.ndarray, np.generic)):  # NumPy inputs keep their dtype (strong)
-        return ShapedArray(x.shape, dtypes.input_dtype(x)[0], False)
+    if isinstance(x, (np.ndarray, np.generic)):  # NumPy arrays keep their dtype (strong)
+        return ShapedArray(x.shape, *dtypes.input_dtype(x))  # (scalars, 0-d: weak)
     if isinstance(x, (bool, int, float)):
         return ShapedArray((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
     if hasattr(x, "shape") and hasattr(x, "dtype"):  # a backend buffer

@@ -7,16 +7,20 @@
 # dict keys sorted, OrderedDict in insertion order, None is a node with no children.
 from __future__ import annotations
 
+import builtins
 import collections
 import dataclasses
+import functools
 import operator
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 __all__ = [
-    "DictKey", "FlattenedIndexKey", "GetAttrKey", "PyTreeDef", "SequenceKey", "flatten",
-    "flatten_with_path", "keystr", "leaves", "map", "map_with_path", "prefix_broadcast",
-    "register_dataclass", "register_pytree_node", "structure", "unflatten",
+    "DictKey", "FlattenedIndexKey", "GetAttrKey", "PyTreeDef", "SequenceKey", "all",
+    "broadcast", "flatten", "flatten_with_path", "keystr", "leaves", "leaves_with_path", "map",
+    "map_with_path", "prefix_broadcast", "reduce", "reduce_associative", "register_dataclass",
+    "register_pytree_node", "register_pytree_node_class", "structure", "transpose",
+    "unflatten",
 ]
 
 
@@ -53,9 +57,17 @@ class FlattenedIndexKey:
         return f"[<flat index {self.key}>]"
 
 
-def keystr(path: tuple) -> str:
-    """`(SequenceKey(0), DictKey('w'), GetAttrKey('bias'))` -> `[0]['w'].bias`."""
-    return "".join(str(k) for k in path)
+def _simple(k) -> str:
+    return str(k.idx if isinstance(k, SequenceKey) else k.key if isinstance(k, DictKey)
+               else k.name if isinstance(k, GetAttrKey) else k.key)
+
+
+def keystr(path: tuple, *, simple: bool = False, separator: str = "") -> str:
+    """`(SequenceKey(0), DictKey('w'), GetAttrKey('bias'))` -> `[0]['w'].bias`; with
+    simple=True each entry is its bare key (`0`, `w`, `bias`), joined by `separator`."""
+    if simple:
+        return separator.join(_simple(k) for k in path)
+    return separator.join(str(k) for k in path)
 
 
 # --- node kinds: the type -> handler registry ----------------------------------------------
@@ -144,6 +156,13 @@ def register_pytree_node(cls: type, flatten_fn: Callable[[Any], tuple[Iterable, 
     _add(_Kind(cls, flatten_fn, lambda aux, ch: unflatten_fn(aux, tuple(ch)),
                lambda aux, n: [FlattenedIndexKey(i) for i in range(n)],
                _custom_show(cls.__name__)))
+
+
+def register_pytree_node_class(cls: type) -> type:
+    """Class decorator: `cls` flattens with its method `tree_flatten() -> (children, aux)`
+    and rebuilds with its classmethod `tree_unflatten(aux, children)` (JAX's protocol)."""
+    register_pytree_node(cls, operator.methodcaller("tree_flatten"), cls.tree_unflatten)
+    return cls
 
 
 def register_dataclass(cls: type | None = None, data_fields: Iterable[str] | None = None,
@@ -424,9 +443,16 @@ def _paths(nodes: tuple) -> list[tuple]:
 
 
 def flatten_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None
-                      ) -> list[tuple[tuple, Any]]:
+                      ) -> tuple[list[tuple[tuple, Any]], PyTreeDef]:
+    """`([(path, leaf), ...], treedef)`, as jax.tree.flatten_with_path."""
     leaves_, treedef = flatten(tree, is_leaf)
-    return list(zip(_paths(treedef._nodes), leaves_))
+    return list(zip(_paths(treedef._nodes), leaves_)), treedef
+
+
+def leaves_with_path(tree: Any, is_leaf: Callable[[Any], bool] | None = None
+                     ) -> list[tuple[tuple, Any]]:
+    """`[(path, leaf), ...]`: flatten_with_path without the treedef."""
+    return flatten_with_path(tree, is_leaf)[0]
 
 
 def map_with_path(f: Callable, tree: Any, *rest: Any,
@@ -454,3 +480,59 @@ def prefix_broadcast(prefix_tree: Any, full_tree: Any, what: str) -> list:
     for p, sub in zip(prefixes, subtrees):
         out.extend([p] * len(leaves(sub)))
     return out
+
+
+# --- reductions and restructuring (jax.tree.reduce / all / transpose / broadcast) ----------
+def reduce(function: Callable, tree: Any, initializer: Any = _MISSING,
+           is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """functools.reduce of `function` over the leaves (left to right)."""
+    leaves_ = leaves(tree, is_leaf)
+    if initializer is _MISSING:
+        return functools.reduce(function, leaves_)
+    return functools.reduce(function, leaves_, initializer)
+
+
+def reduce_associative(operation: Callable, tree: Any, *, identity: Any = _MISSING,
+                       is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """Reduce with an associative `operation` by pairs (logarithmic depth); `identity` is
+    the result of an empty tree."""
+    level = leaves(tree, is_leaf)
+    if not level:
+        if identity is _MISSING:
+            raise TypeError("tree.reduce_associative: an empty tree needs an identity")
+        return identity
+    while len(level) > 1:
+        pairs = [operation(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        level = pairs + level[len(level) - len(level) % 2:]
+    return level[0]
+
+
+def all(tree: Any, *, is_leaf: Callable[[Any], bool] | None = None) -> bool:  # noqa: A001
+    """True when every leaf is truthy (Python's all over the leaves)."""
+    return builtins.all(leaves(tree, is_leaf))
+
+
+def transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None,
+              pytree_to_transpose: Any) -> Any:
+    """An outer tree of inner trees -> the inner tree of outer trees (jax.tree.transpose);
+    inner_treedef None takes the structure of the first outer leaf."""
+    subtrees = outer_treedef.flatten_up_to(pytree_to_transpose)
+    if inner_treedef is None:
+        if not subtrees:
+            raise ValueError("tree.transpose: cannot infer inner_treedef of an empty outer "
+                             "tree; pass it")
+        inner_treedef = structure(subtrees[0])
+    rows = [inner_treedef.flatten_up_to(s) for s in subtrees]
+    columns = [[row[j] for row in rows] for j in range(inner_treedef.num_leaves)]
+    return unflatten(inner_treedef, [unflatten(outer_treedef, c) for c in columns])
+
+
+def broadcast(prefix_tree: Any, full_tree: Any,
+              is_leaf: Callable[[Any], bool] | None = None) -> Any:
+    """`prefix_tree` with each of its leaves repeated over the subtree of `full_tree` at its
+    place: a tree of full_tree's structure."""
+    prefixes, treedef = flatten(prefix_tree, is_leaf)
+    subtrees = _up_to_checked(treedef, full_tree, lambda where, detail: (
+        f"tree.broadcast: the prefix does not match the tree at {where}: {detail}"))
+    return unflatten(treedef, [map(lambda _, p=p: p, sub, is_leaf=is_leaf)
+                               for p, sub in zip(prefixes, subtrees)])

@@ -184,7 +184,7 @@ def arg_names_for(f, args, kwargs=None) -> list[str]:
     for i, a in enumerate(args):
         base = params[i] if i < len(params) and params[i] not in ("args", "kwargs") \
             else f"args[{i}]"
-        for path, _ in tree.flatten_with_path(a):
+        for path, _ in tree.leaves_with_path(a):
             names.append(base + tree.keystr(path))
     return names
 

@@ -62,7 +62,7 @@ def _skeleton(x, names: iter):
     leaves_, treedef = tree.flatten(x, is_leaf=lambda y: y is not x)
     if len(leaves_) == 1 and leaves_[0] is x:   # a leaf (a childless node is not)
         return {"leaf": next(names)}
-    keys = [_entry(p[0]) for p, _ in tree.flatten_with_path(
+    keys = [_entry(p[0]) for p, _ in tree.leaves_with_path(
         x, is_leaf=lambda y: y is not x)]
     return {"node": type(x).__name__, "keys": keys,
             "children": [_skeleton(c, names) for c in leaves_]}
@@ -85,7 +85,7 @@ def _rebuild(s, tensors: dict):
 def save(path, tree_) -> None:
     """Write the arrays of a pytree to `path` (a .safetensors file)."""
     st = _safetensors()
-    pairs = tree.flatten_with_path(tree_)
+    pairs = tree.leaves_with_path(tree_)
     names = [_name(p) for p, _ in pairs]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -129,7 +129,7 @@ def load(path, like=None):
         if _FORMAT_KEY not in meta:
             return tensors                 # a foreign file: its flat name -> array dict
         return _rebuild(json.loads(meta[_FORMAT_KEY]), tensors)
-    pairs = tree.flatten_with_path(like)
+    pairs = tree.leaves_with_path(like)
     treedef = tree.structure(like)
     leaves, used = [], set()
     for p, ref in pairs:

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from mirax.core import dtypes, tree
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops.common import (
     float_operand, normalize_axis, power_by_squaring, promote, short, static_int)
@@ -251,7 +252,7 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
     """Vector/matrix products: contract lhs's last axis with rhs's first."""
     a, b = _arr(lhs, "dot"), _arr(rhs, "dot")
     if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2) or a.shape[-1] != b.shape[0]:
-        raise TypeError(f"dot: incompatible shapes {short(a)} and {short(b)}")
+        raise ShapeError(f"dot: incompatible shapes {short(a)} and {short(b)}")
     return _dot.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), preferred_element_type,
                             precision, op="dot")
 
@@ -260,7 +261,7 @@ def batch_matmul(lhs, rhs, precision=None):
     a, b = _arr(lhs, "batch_matmul"), _arr(rhs, "batch_matmul")
     if a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or \
             a.shape[-1] != b.shape[-2]:
-        raise ValueError(f"batch_matmul: incompatible shapes {short(a)} and {short(b)}")
+        raise ShapeError(f"batch_matmul: incompatible shapes {short(a)} and {short(b)}")
     batch = tuple(range(a.ndim - 2))
     return _dot.dot_general(a, b, (((a.ndim - 1,), (a.ndim - 2,)), (batch, batch)),
                             precision=precision, op="batch_matmul")
@@ -513,7 +514,7 @@ def broadcast_shapes(*shapes):
     try:
         return tuple(int(d) for d in np.broadcast_shapes(*(tuple(s) for s in shapes)))
     except ValueError:
-        raise ValueError(f"broadcast_shapes: {', '.join(map(str, shapes))} do not broadcast "
+        raise ShapeError(f"broadcast_shapes: {', '.join(map(str, shapes))} do not broadcast "
                          "together") from None
 
 

@@ -5,6 +5,7 @@ conv_general_dilated) and conv_dimension_numbers.
 """
 from __future__ import annotations
 
+import collections
 import builtins
 import itertools
 import math
@@ -12,6 +13,7 @@ import math
 import numpy as np
 
 from mirax.core import dtypes, tree
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops.common import normalize_axis, short
 from mirax.ops.common import operand as _arr
@@ -171,21 +173,14 @@ def associative_scan(fn, elems, reverse=False, axis=0):
 
 
 # --- convolutions --------------------------------------------------------------------------
-class ConvDimensionNumbers(tuple):
+class ConvDimensionNumbers(collections.namedtuple("ConvDimensionNumbers",
+                                                   ("lhs_spec", "rhs_spec", "out_spec"))):
     """(lhs_spec, rhs_spec, out_spec): each the positions of (batch/out-feature,
-    feature/in-feature, spatial...) dims, as jax.lax.ConvDimensionNumbers."""
+    feature/in-feature, spatial...) dims, a namedtuple as jax.lax.ConvDimensionNumbers."""
     __slots__ = ()
 
     def __new__(cls, lhs_spec, rhs_spec, out_spec):
-        return super().__new__(cls, (tuple(lhs_spec), tuple(rhs_spec), tuple(out_spec)))
-
-    lhs_spec = property(lambda self: self[0])
-    rhs_spec = property(lambda self: self[1])
-    out_spec = property(lambda self: self[2])
-
-    def __repr__(self):
-        return (f"ConvDimensionNumbers(lhs_spec={self[0]}, rhs_spec={self[1]}, "
-                f"out_spec={self[2]})")
+        return super().__new__(cls, tuple(lhs_spec), tuple(rhs_spec), tuple(out_spec))
 
 
 def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
@@ -195,7 +190,7 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
         return dimension_numbers
     nd = len(lhs_shape)
     if len(rhs_shape) != nd:
-        raise TypeError(f"conv_dimension_numbers: ranks {len(lhs_shape)} and {len(rhs_shape)} "
+        raise ShapeError(f"conv_dimension_numbers: ranks {len(lhs_shape)} and {len(rhs_shape)} "
                         "differ")
     if dimension_numbers is None:
         spec = (0, 1) + tuple(range(2, nd))

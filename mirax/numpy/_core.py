@@ -6,10 +6,12 @@ import builtins
 import numpy as np
 
 from mirax.core import dtypes
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
-from mirax.ops.common import normalize_axes, normalize_axis, operand, short, static_shape
+from mirax.ops.common import (normalize_axes, normalize_axis, operand, result_dtype, short,
+                               static_shape)
 from mirax.ops.creation import asarray as _asarray
 from mirax.ops.dot import canonical_precision, dot_general
 
@@ -93,7 +95,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     num = int(num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
-    d = _dtype_or(dtype, dtypes.float32)
+    d = _dtype_or(dtype, _inexact_result(start, stop))
     if builtins.all(isinstance(v, (int, float, np.integer, np.floating))
                     for v in (start, stop)):
         if axis not in (0, -1):
@@ -105,7 +107,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         try:
             shape = tuple(np.broadcast_shapes(start.shape, stop.shape))
         except ValueError:
-            raise ValueError(f"linspace: start {short(start)} and stop {short(stop)} do "
+            raise ShapeError(f"linspace: start {short(start)} and stop {short(stop)} do "
                              f"not broadcast together") from None
         start, stop = sh.broadcast_to(start, shape), sh.broadcast_to(stop, shape)
         axis = normalize_axis(axis, len(shape) + 1, "linspace")
@@ -123,6 +125,13 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if shape:
         out = sh.moveaxis(out, 0, axis)
     return (out, step) if retstep else out
+
+
+def _inexact_result(*xs):
+    """The dtype a float-valued creation function gives by default (JAX): the operands'
+    promoted dtype when it is a float (a float64 start stays float64), else float32."""
+    d = result_dtype(*xs)[0]
+    return d if dtypes.is_float(d) else dtypes.float32
 
 
 def eye(N, M=None, k=0, dtype=None):
@@ -370,13 +379,17 @@ def matmul(a, b, *, precision=None, preferred_element_type=None):
     prec = canonical_precision(precision, "matmul")
     a, b = operand(a, "matmul"), operand(b, "matmul")
     if a.ndim == 0 or b.ndim == 0:
-        raise ValueError(f"matmul: operands must be at least 1-d, got {short(a)} and {short(b)}")
+        raise ShapeError(f"matmul: operands must be at least 1-d, got {short(a)} and {short(b)}")
     a2 = sh.reshape(a, (1,) + tuple(a.shape)) if a.ndim == 1 else a
     b2 = sh.reshape(b, tuple(b.shape) + (1,)) if b.ndim == 1 else b
     if a2.shape[-1] != b2.shape[-2]:
-        raise ValueError(f"matmul: contracting dimensions differ: {short(a)} @ {short(b)}")
-    batch = tuple(np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2]))) \
-        if a2.ndim > 2 or b2.ndim > 2 else ()
+        raise ShapeError(f"matmul: contracting dimensions differ: {short(a)} @ {short(b)}")
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2]))) \
+            if a2.ndim > 2 or b2.ndim > 2 else ()
+    except ValueError:
+        raise ShapeError(f"matmul: batch dimensions do not broadcast: {short(a)} @ "
+                         f"{short(b)}") from None
     if b2.ndim == 2:  # [..., M, K] @ [K, N]: one big matmul, no broadcast copies of b
         out = dot_general(a2, b2, (((a2.ndim - 1,), (0,)), ((), ())), preferred_element_type,
                           prec, "matmul")

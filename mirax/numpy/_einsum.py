@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import string
 
+import numpy as np
+
 from mirax.core import dtypes
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
@@ -53,7 +56,7 @@ def _parse(subscripts: str, xs):
         else:
             lab = list(spec)
         if len(lab) != x.ndim:
-            raise ValueError(f"einsum: subscripts {spec!r} do not match operand {short(x)} "
+            raise ShapeError(f"einsum: subscripts {spec!r} do not match operand {short(x)} "
                              f"of rank {x.ndim}")
         labels.append(lab)
     if explicit:
@@ -97,7 +100,7 @@ def _diagonal(x, lab):
         q = lab.index(dup, p + 1)
         n = x.shape[p]
         if x.shape[q] != n:
-            raise ValueError(f"einsum: label {dup!r} has sizes {n} and {x.shape[q]} in "
+            raise ShapeError(f"einsum: label {dup!r} has sizes {n} and {x.shape[q]} in "
                              f"operand {short(x)}")
         rest = [i for i in range(x.ndim) if i not in (p, q)]
         x = sh.transpose(x, rest + [p, q])
@@ -120,7 +123,7 @@ def _sizes(xs, labels):
             if size.get(c, 1) == 1:
                 size[c] = d
             elif d not in (1, size[c]):
-                raise ValueError(f"einsum: label {c!r} has inconsistent sizes {size[c]} and "
+                raise ShapeError(f"einsum: label {c!r} has inconsistent sizes {size[c]} and "
                                  f"{d} (operands {', '.join(short(y) for y in xs)})")
     return size
 
@@ -135,7 +138,7 @@ def _expand(x, lab, size):
 def einsum(subscripts, *operands, optimize="greedy", precision=None,
            preferred_element_type=None, _use_xeinsum=False):
     if not isinstance(subscripts, str):
-        raise TypeError("einsum: only the subscripts-string form is supported")
+        subscripts, operands = _from_sublists((subscripts,) + tuple(operands))
     prec = canonical_precision(precision, "einsum")
     xs = [operand(x, "einsum") for x in operands]
     if not xs:
@@ -165,6 +168,31 @@ def einsum(subscripts, *operands, optimize="greedy", precision=None,
     if preferred_element_type is not None:
         x = ew.convert_element_type(x, dtypes.canonicalize(preferred_element_type))
     return x
+
+
+def _from_sublists(args):
+    """einsum(a, [0, 1], b, [1, 2], [0, 2]) (NumPy's sublist form) as "ab,bc->ac" and the
+    operands; Ellipsis in a sublist stands for '...'."""
+    def letters(sub):
+        out = []
+        for v in sub:
+            if v is Ellipsis:
+                out.append("...")
+            elif isinstance(v, (int, np.integer)) and 0 <= v < 52:
+                out.append(string.ascii_letters[int(v)])
+            else:
+                raise ValueError(f"einsum: sublist labels must be ints in [0, 52) or "
+                                 f"Ellipsis, got {v!r}")
+        return "".join(out)
+
+    ops, subs = list(args[0::2]), list(args[1::2])
+    out = None
+    if len(ops) > len(subs):     # an odd count: the last entry is the output sublist
+        out = ops.pop()
+    if not ops:
+        raise ValueError("einsum: at least one operand is required")
+    spec = ",".join(letters(sb) for sb in subs)
+    return (spec if out is None else f"{spec}->{letters(out)}"), ops
 
 
 def einsum_path(subscripts, *operands, optimize="greedy"):

@@ -17,6 +17,7 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.trace import Tracer
+from mirax.core.errors import ShapeError
 from mirax.numpy import _core as core
 from mirax.numpy import _math as mth
 from mirax.numpy import _shape_extra as shx
@@ -87,7 +88,7 @@ def vecdot(x1, x2, /, *, axis=-1):
     a1 = normalize_axis(axis, x1.ndim, "vecdot", x1)
     a2 = normalize_axis(axis, x2.ndim, "vecdot", x2)
     if x1.shape[a1] != x2.shape[a2]:
-        raise ValueError(f"vecdot: axis {axis} differs in length: {short(x1)} and {short(x2)}")
+        raise ShapeError(f"vecdot: axis {axis} differs in length: {short(x1)} and {short(x2)}")
     prod = ew.mul(sh.moveaxis(x1, a1, -1), sh.moveaxis(x2, a2, -1))
     return core.sum(prod, axis=-1)
 
@@ -499,14 +500,9 @@ def float_power(x, y):
 
 
 def logaddexp2(x1, x2):
-    """log2(2**x1 + 2**x2), stably: max + log2(1 + 2**-|x1 - x2|)."""
+    """log2(2**x1 + 2**x2), stably and smooth to every order (see _math.log_add_exp)."""
     x, y = mth._float_pair(x1, x2, "logaddexp2")
-    m = ew.max(x, y)
-    # an infinite operand gives the max; the masked difference keeps inf - inf out
-    fin = ew.logical_and(ew.is_finite(x), ew.is_finite(y))
-    d = ew.sub(ew.select(fin, x, ew.zeros_like(x)), ew.select(fin, y, ew.zeros_like(y)))
-    tail = ew.div(ew.log1p(ew.exp2(ew.neg(ew.abs(d)))), math.log(2.0))
-    return ew.select(fin, ew.add(m, tail), m)
+    return mth.log_add_exp(x, y, math.log(2.0))
 
 
 def _pow2(e):

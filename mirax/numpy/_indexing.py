@@ -7,9 +7,10 @@ trace, triu, tril.
 to `dynamic_slice`, and only integer-array / boolean-mask parts to `gather`. Eager
 `x[0]`, `x[1:3]`, `x[:, None]` on a concrete array skip the plan entirely (NumPy view).
 
-Out-of-bounds semantics follow JAX: a static Python int raises IndexError naming the shape;
-integer arrays and traced scalars are clamped when reading (`x[idx]`, or filled with
-`x.at[idx].get(mode="fill")`), dropped when updating (`x.at[idx]`); `take` /
+Out-of-bounds semantics follow JAX: static ints, integer arrays and traced scalars are
+clamped when reading (`x[7]` of a length-5 axis is `x[4]`, `x[-7]` is `x[0]`; or filled with
+`x.at[idx].get(mode="fill")`), dropped when updating (`x.at[idx]`); an axis of size 0 has
+no element to clamp to, so indexing it with an int raises IndexError; `take` /
 `take_along_axis` default to mode "fill" (NaN for floats).
 Boolean masks need concrete values (their result shape depends on the data): under
 jit / vmap they raise ConcretizationError; use `where` or `nonzero(..., size=)` there.
@@ -22,7 +23,7 @@ import numpy as np
 
 from mirax.core import dtypes
 from mirax.core.array import Array
-from mirax.core.errors import ConcretizationError
+from mirax.core.errors import ConcretizationError, ShapeError
 from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
 from mirax.ops import elementwise as ew
 from mirax.ops import indexing as ix
@@ -140,11 +141,16 @@ def _parse(x, idx, op="getitem", traced_as_array=False):
             plan.out.append(("axis", a))
         elif k == "int":
             if not -n <= v < n:
-                raise IndexError(f"{op}: index {v} is out of bounds for axis {a} with size {n} "
-                                 f"(indexing {short(plan.x)})")
-            if has_adv:
+                if n == 0:
+                    raise IndexError(f"{op}: index {v} is out of bounds for axis {a} with size "
+                                     f"0 (indexing {short(plan.x)})")
+                if op == "getitem" and not traced_as_array:
+                    v = builtins.min(builtins.max(v, -n), n - 1)   # a read clamps (JAX)
+                else:   # through the gather / scatter, which fills, drops or clips it
+                    k, v = "array", np.asarray(v)
+            if k == "int" and has_adv:
                 k, v = "array", np.asarray(v % n)
-            else:
+            elif k == "int":
                 plan.info[a] = ("int", v % n)
         elif k == "dyn":
             if has_adv or traced_as_array:   # a gather, which can fill out of bounds
@@ -404,7 +410,7 @@ def _broadcast_values(v, shape, name):
     try:
         return sh.broadcast_to(v, shape)
     except ValueError:
-        raise ValueError(f"{name}: values {short(v)} do not broadcast to the indexed shape "
+        raise ShapeError(f"{name}: values {short(v)} do not broadcast to the indexed shape "
                          f"{list(shape)}") from None
 
 
@@ -505,7 +511,7 @@ def _along_axis_grid(arr, indices, axis, mode, op):
         elif n == m or 1 in (n, m):
             shape.append(builtins.max(n, m) if builtins.min(n, m) else 0)
         else:
-            raise ValueError(f"{op}: indices {short(idx)} do not broadcast with {short(arr)} "
+            raise ShapeError(f"{op}: indices {short(idx)} do not broadcast with {short(arr)} "
                              f"outside axis {axis}")
     shape = tuple(shape)
     i, mode = _positions(idx, arr.shape[axis], mode, op)

@@ -7,6 +7,7 @@ from mirax.core import dtypes
 from mirax.ops import elementwise as ew
 from mirax.ops.common import float_operand, operand, promote, short
 from mirax.numpy._indexing import nonzero
+from mirax.ops.elementwise import stop_gradient
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 newaxis = None
@@ -142,11 +143,32 @@ def log10(x):
 
 def logaddexp(x, y):
     x, y = _float_pair(x, y, "logaddexp")
+    return log_add_exp(x, y, 1.0)
+
+
+def log_add_exp(x, y, scale):
+    """log_b(b^x + b^y) with scale = ln b, stable and smooth to every order.
+
+    With c = stop_gradient(max(x, y)) it is c + log1p(s)/scale, s = b^(x-c) + b^(y-c) - 1,
+    so every derivative is that of log_b(b^x + b^y) (d/dx = sigmoid(scale (x - y)): the
+    second derivative at x == y is scale / 4, not the 0 a max/abs form gives). s is
+    written two ways, exp of the smaller + expm1 of the larger (exactly 0), so a tiny tail
+    keeps its digits; both ways are the same function of x and y, so the select between
+    them leaves the derivatives alone. Infinite or NaN maxima give the max itself."""
     m = ew.max(x, y)
-    # stable: max + log1p(exp(-|x - y|)); equal infinities give m exactly
-    d = ew.sub(x, y)
-    safe = ew.select(ew.is_finite(d), d, ew.zeros_like(d))
-    return ew.select(ew.is_finite(d), ew.add(m, ew.log1p(ew.exp(ew.neg(ew.abs(safe))))), m)
+    fin = ew.is_finite(m)
+    zero = ew.zeros_like(m)
+    x, y = ew.select(fin, x, zero), ew.select(fin, y, zero)  # no inf - inf in either branch
+    c = stop_gradient(ew.select(fin, m, zero))
+    dx, dy = ew.sub(x, c), ew.sub(y, c)
+    if scale != 1.0:
+        dx, dy = ew.mul(dx, scale), ew.mul(dy, scale)
+    s = ew.select(ew.ge(x, y), ew.add(ew.exp(dy), ew.expm1(dx)),
+                  ew.add(ew.exp(dx), ew.expm1(dy)))
+    tail = ew.log1p(s)
+    if scale != 1.0:
+        tail = ew.div(tail, scale)
+    return ew.select(fin, ew.add(c, tail), m)
 
 
 def sinc(x):

@@ -15,11 +15,13 @@ import numpy as np
 from mirax.core import dtypes
 from mirax.core.array import Array
 from mirax.core.trace import Tracer
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.sort import sort
+from mirax.ops.common import broadcast_shapes as _broadcast_operands
 from mirax.ops.common import (
-    broadcast_shapes, cast, normalize_axes, normalize_axis, operand, promote, result_dtype,
+    cast, normalize_axes, normalize_axis, operand, promote, result_dtype,
     short, static_int)
 from mirax.numpy._core import (all as _all, matmul, max as _max, max as amax, mean,
                                min as _min, min as amin, prod as _prod, sum as _sum)
@@ -161,7 +163,7 @@ def repeat(a, repeats, axis=None, total_repeat_length=None):
         out = sh.reshape(out, x.shape[:ax] + (n * r,) + x.shape[ax + 1:])
     else:
         if len(reps) != n:
-            raise ValueError(f"repeat: {len(reps)} repeats do not match axis {ax} of "
+            raise ShapeError(f"repeat: {len(reps)} repeats do not match axis {ax} of "
                              f"{short(x)}")
         out = take_static(x, np.repeat(np.arange(n), reps), ax)
     if total_repeat_length is not None and out.shape[ax] != total_repeat_length:
@@ -365,7 +367,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 def _bcast(*xs):
-    shape = broadcast_shapes("broadcast_arrays", *xs)
+    shape = _broadcast_operands("broadcast_arrays", *xs)
     return [sh.broadcast_to(x, shape) for x in xs]
 
 
@@ -474,6 +476,15 @@ def column_stack(tup):
     return sh.concatenate(xs, 1)
 
 
+def broadcast_shapes(*shapes):
+    """The shape that arrays of these shapes broadcast to (NumPy's rule)."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*(
+            (s,) if isinstance(s, int) else tuple(s) for s in shapes)))
+    except ValueError:
+        raise ValueError(f"broadcast_shapes: shapes {list(shapes)} do not broadcast") from None
+
+
 def broadcast_arrays(*args):
     xs = [operand(a, "broadcast_arrays") for a in args]
     return _bcast(*xs) if xs else []
@@ -548,7 +559,7 @@ def array_equal(a1, a2, equal_nan=False):
 def array_equiv(a1, a2):
     a, b = operand(a1, "array_equiv"), operand(a2, "array_equiv")
     try:
-        broadcast_shapes("array_equiv", a, b)
+        _broadcast_operands("array_equiv", a, b)
     except ValueError:
         return operand(False)
     return _all(ew.eq(*promote("array_equiv", a, b)))
@@ -626,11 +637,11 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
     w = operand(weights, "average")
     if tuple(w.shape) != tuple(x.shape):
         if axis is None or w.ndim != 1:
-            raise ValueError(f"average: weights {short(w)} must have the shape of {short(x)} "
+            raise ShapeError(f"average: weights {short(w)} must have the shape of {short(x)} "
                              "or be 1-d along `axis`")
         ax = normalize_axis(axis, x.ndim, "average", x)
         if w.shape[0] != x.shape[ax]:
-            raise ValueError(f"average: weights {short(w)} do not match axis {ax} of "
+            raise ShapeError(f"average: weights {short(w)} do not match axis {ax} of "
                              f"{short(x)}")
         w = sh.broadcast_in_dim(w, tuple(x.shape), (ax,))
     d = dtypes.promote_types(result_dtype(x, w)[0], dtypes.float32) \

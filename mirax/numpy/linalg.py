@@ -12,6 +12,7 @@ import numpy as np
 
 from mirax.core import dtypes
 from mirax.core.array import Array
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import linalg as la
 from mirax.ops import reduction as red
@@ -59,7 +60,7 @@ def _batch_broadcast(a, b, op):
         return (sh.broadcast_to(a, tuple(batch) + tuple(a.shape[-2:])),
                 sh.broadcast_to(b, tuple(batch) + tuple(b.shape[-2:])))
     except ValueError:
-        raise ValueError(f"{op}: batch dims of {short(a)} and {short(b)} do not broadcast") \
+        raise ShapeError(f"{op}: batch dims of {short(a)} and {short(b)} do not broadcast") \
             from None
 
 
@@ -77,7 +78,7 @@ def solve(a, b):
     if vector:
         b = sh.expand_dims(b, b.ndim)
     if b.shape[-2] != a.shape[-1]:
-        raise ValueError(f"solve: shapes {short(a)} and {short(b)} do not fit a @ x = b")
+        raise ShapeError(f"solve: shapes {short(a)} and {short(b)} do not fit a @ x = b")
     a, b = _batch_broadcast(a, b, "solve")
     x = la.solve(a, b)
     return sh.squeeze(x, x.ndim - 1) if vector else x

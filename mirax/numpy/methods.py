@@ -3,6 +3,8 @@
 Attached to the shared base `ArrayOps` here because they are written with mirax.numpy."""
 from __future__ import annotations
 
+import numpy as np
+
 from mirax.core.array import ArrayOps
 from mirax import numpy as mnp
 from mirax.ops import elementwise as ew
@@ -11,6 +13,29 @@ from mirax.numpy._indexing import _IndexUpdateHelper, getitem
 
 def _swap(fn):
     return lambda self, other: fn(other, self)
+
+
+def _eq_seq(fn):
+    """x == (1, 2): a list or tuple on the other side is converted first (NumPy's ==);
+    x == None (or any non-array) is NotImplemented, so Python answers False (JAX)."""
+    def compare(self, other):
+        if isinstance(other, (list, tuple)):
+            other = mnp.asarray(other)
+        elif not isinstance(other, _ARRAY_LIKE) and not hasattr(other, "__array__"):
+            return NotImplemented
+        return fn(self, other)
+    return compare
+
+
+_ARRAY_LIKE = (ArrayOps, np.ndarray, np.generic, bool, int, float)
+
+
+def _round(self, ndigits=None):
+    """round(x) is an int32 array (Python's round of a float gives an int); round(x, n) keeps
+    the dtype (jnp.round), as JAX."""
+    if ndigits is None:
+        return ew.convert_element_type(mnp.round(self), mnp.int32)
+    return mnp.round(self, ndigits)
 
 
 def install():
@@ -33,7 +58,8 @@ def install():
     A.__pos__ = lambda self: self
     A.__abs__ = ew.abs
     A.__invert__ = mnp.invert
-    A.__eq__, A.__ne__ = ew.eq, ew.ne
+    A.__eq__, A.__ne__ = _eq_seq(ew.eq), _eq_seq(ew.ne)
+    A.__round__ = _round
     A.__lt__, A.__le__, A.__gt__, A.__ge__ = ew.lt, ew.le, ew.gt, ew.ge
     A.T = property(lambda self: mnp.transpose(self))
     A.mT = property(lambda self: mnp.swapaxes(self, -1, -2))

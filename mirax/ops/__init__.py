@@ -8,7 +8,7 @@ transforms and the compiler."""
 from mirax.core.trace import wrappers
 from mirax.ops import common, elementwise, shape
 from mirax.ops import creation, dot, indexing, reduction  # noqa: F401
-from mirax.ops import cumulative, linalg, sort  # noqa: F401
+from mirax.ops import cumulative, linalg, lu, sort  # noqa: F401
 from mirax.ops import call, control_flow, loops, scan  # noqa: F401
 from mirax.ops import composite, conv, graph_ops, nn, quant  # noqa: F401
 

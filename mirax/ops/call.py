@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mirax.core import dtypes
 from mirax.core.primitive import Primitive
-from mirax.core.runtime import executable
+from mirax.core.runtime import executable, platform_of
 from mirax.core.trace import aval_of
 from mirax.graph.build import trace_to_graph
 from mirax.graph.interpret import eval_graph
@@ -24,7 +24,7 @@ from mirax.interpreters.vmap import vmap_flat
 call_p = Primitive("call", multiple_results=True)
 
 
-call_p.def_impl(lambda *bufs, graph: executable(graph, "cpu")(*bufs))
+call_p.def_impl(lambda *bufs, graph: executable(graph, platform_of(bufs))(*bufs))
 call_p.def_abstract_eval(lambda *avals, graph: graph.out_avals)
 call_p.inline_when_staged = lambda *args, graph: eval_graph(graph, *args)
 

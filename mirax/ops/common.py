@@ -10,6 +10,7 @@ from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.trace import Tracer, aval_of
 from mirax.core.errors import ConcretizationError
+from mirax.core.errors import ShapeError
 
 Operand = (Array, Tracer)
 
@@ -89,7 +90,7 @@ def float_operand(x, op: str):
 def same_shapes(op: str, xs, what: str = "operands") -> None:
     """Raise if the operands differ in shape (stack, multi-operand sort, ...)."""
     if len({tuple(x.shape) for x in xs}) > 1:
-        raise ValueError(f"{op}: {what} must share a shape, got "
+        raise ShapeError(f"{op}: {what} must share a shape, got "
                          f"{', '.join(short(x) for x in xs)}")
 
 
@@ -124,7 +125,7 @@ def broadcast_shapes(op: str, *xs) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ValueError(f"{op}: shapes {' and '.join(short(x) for x in xs)} do not "
+        raise ShapeError(f"{op}: shapes {' and '.join(short(x) for x in xs)} do not "
                          "broadcast together") from None
 
 

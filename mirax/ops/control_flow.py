@@ -95,7 +95,7 @@ def _check_branches(op, traced):
         if t != t0:
             raise TypeError(f"{op}: {_branch_name(op, k)} returns structure {t} but "
                             f"{_branch_name(op, 0)} returns {t0}")
-        paths = [tree.keystr(p) for p, _ in tree.flatten_with_path(
+        paths = [tree.keystr(p) for p, _ in tree.leaves_with_path(
             tree.unflatten(t0, [0] * len(g0.outputs)))]
         for path, a, b in zip(paths, g0.out_avals, g.out_avals):
             if not same_aval(a, b):
@@ -140,7 +140,8 @@ def _cond_abstract_eval(index, *avals, branches):
 @cond_p.def_impl
 def _cond_impl(index, *args, branches):
     k = min(max(int(index), 0), len(branches) - 1)
-    return [np.asarray(o) for o in compiled(branches[k])(*args)]
+    run, be = compiled(branches[k], args)
+    return [be.adopt(o) for o in run(*args)]
 
 
 @cond_p.def_jvp

@@ -19,6 +19,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import DTypeError, ShapeError
 from mirax.ops.common import batch_size, float_operand, promote, short
 from mirax.ops.composite import composite
 from mirax.ops.dot import canonical_precision, hide_default_precision
@@ -51,11 +52,11 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
     g = feature_group_count
     if lhs.ndim != rhs.ndim or lhs.ndim < 3 or lhs.shape[1] != rhs.shape[1] * g or \
             rhs.shape[0] % g or len(window_strides) != lhs.ndim - 2:
-        raise ValueError(f"conv_general_dilated: cannot convolve {short(lhs)} with kernel "
+        raise ShapeError(f"conv_general_dilated: cannot convolve {short(lhs)} with kernel "
                          f"{short(rhs)} (feature_group_count={g}; want lhs [N,C,...], rhs "
                          f"[O,C/groups,...] with O divisible by groups)")
     if lhs.dtype != rhs.dtype:
-        raise TypeError(f"conv_general_dilated: operands must share a dtype, got "
+        raise DTypeError(f"conv_general_dilated: operands must share a dtype, got "
                         f"{short(lhs)} and {short(rhs)}")
     return ShapedArray(_conv_out_shape(lhs.shape, rhs.shape, window_strides, padding,
                                        lhs_dilation, rhs_dilation), lhs.dtype)
@@ -303,7 +304,7 @@ def conv2d(x, w, stride=1, padding=0, dilation=1, groups=1):
     op = "conv2d"
     x, w = float_operand(x, op), float_operand(w, op)
     if x.ndim != 4 or w.ndim != 4:
-        raise ValueError(f"conv2d: want x [N,C,H,W] and w [O,C/groups,kH,kW], got "
+        raise ShapeError(f"conv2d: want x [N,C,H,W] and w [O,C/groups,kH,kW], got "
                          f"{short(x)} and {short(w)}")
     if not isinstance(padding, str):
         padding = tuple((p, p) for p in _pair(padding, op, "padding"))

@@ -5,10 +5,15 @@ import numpy as np
 
 from mirax.core import dtypes
 from mirax.core.array import Array
+from mirax.core.errors import ShapeError
 from mirax.core.trace import Tracer
 from mirax.ops import transfer as transfer_ops
 from mirax.ops import elementwise as elementwise_ops
 from mirax.core.runtime import from_dlpack_device
+from mirax.ops import elementwise as ew
+from mirax.ops import shape as sh
+from mirax.ops.common import operand, result_dtype, short
+from mirax.ops.transfer import device_put
 
 
 def _host_array(obj) -> tuple[np.ndarray, bool]:
@@ -17,9 +22,8 @@ def _host_array(obj) -> tuple[np.ndarray, bool]:
         d = dtypes.python_scalar_dtype(obj)
         return np.asarray(obj, d), not isinstance(obj, bool)
     if isinstance(obj, (np.ndarray, np.generic)):
-        if obj.dtype not in dtypes.SHORT_NAMES:
-            dtypes.input_dtype(obj)  # raises a clear TypeError for unsupported dtypes
-        return np.array(obj), False  # a copy: mx.Array is immutable
+        _, weak = dtypes.input_dtype(obj)  # raises a clear TypeError for unsupported dtypes
+        return np.array(obj), weak  # a copy: mx.Array is immutable
     if isinstance(obj, (list, tuple)):
         leaves = np.asarray(obj)
         if leaves.dtype == object:
@@ -61,6 +65,8 @@ def asarray(obj, dtype=None, device=None) -> Array:
     """An mx.Array from NumPy arrays, Python scalars/lists, or DLPack-capable arrays."""
     if isinstance(obj, (Array, Tracer)):
         out = obj
+    elif isinstance(obj, (list, tuple)) and _holds_arrays(obj):
+        return _from_sequence(obj, dtype, device)
     elif dtype is not None and isinstance(obj, (bool, int, float)):
         # NOTE: straight to the asked dtype (0.999 as float64 must not pass through float32)
         out = Array(np.asarray(obj, dtypes.canonicalize(dtype)), False)
@@ -77,6 +83,51 @@ def asarray(obj, dtype=None, device=None) -> Array:
     if device is not None:
         out = transfer_ops.device_put(out, device)
     return out
+
+
+def _holds_arrays(obj) -> bool:
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_arrays(o) for o in obj)
+    return isinstance(obj, (Array, Tracer))
+
+
+def _from_sequence(obj, dtype, device):
+    """A nested list / tuple holding mirax arrays or tracers (jnp.array([x, 2 * x])): the
+    leaves promoted together (JAX's weak-type rules; the result is strongly typed) and
+    stacked level by level, so it works on traced values too."""
+    leaves = []
+
+    def to_arrays(o):
+        if isinstance(o, (list, tuple)):
+            return [to_arrays(e) for e in o]
+        leaves.append(operand(o, "array"))
+        return leaves[-1]
+
+    nested = to_arrays(obj)
+    d = dtypes.canonicalize(dtype) if dtype is not None else result_dtype(*leaves)[0]
+    if device is None and not any(isinstance(v, Tracer) for v in leaves):
+        try:   # all concrete: one NumPy call instead of an op per element
+            return Array(np.array(_to_host(nested), dtype=d), False)
+        except ValueError:
+            pass  # ragged: the stacking below names the shapes
+
+    def build(o):
+        if not isinstance(o, list):
+            return ew.convert_element_type(o, d)
+        if not o:
+            return sh.full((0,), 0, d)
+        parts = [build(e) for e in o]
+        if len({p.shape for p in parts}) > 1:
+            raise ShapeError("array: the sequence is ragged: its elements have shapes "
+                             + ", ".join(short(p) for p in parts))
+        return sh.stack(parts, 0)
+
+    out = build(nested)
+    return out if device is None else device_put(out, device)
+
+
+def _to_host(o):
+    return [_to_host(e) for e in o] if isinstance(o, list) else np.asarray(o)
 
 
 def from_dlpack(obj) -> Array:

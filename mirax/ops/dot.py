@@ -23,6 +23,7 @@ from mirax.core import config, dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import DTypeError, ShapeError
 from mirax.ops.common import operand, promote, short
 from mirax.ops import elementwise as elementwise_ops
 from mirax.ops import shape as shape_ops
@@ -136,10 +137,10 @@ def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, preferred_element
           and all(0 <= a < lhs.ndim for a in lc + lb) and all(0 <= a < rhs.ndim for a in rc + rb)
           and all(lhs.shape[a] == rhs.shape[b] for a, b in zip(lc + lb, rc + rb)))
     if not ok:
-        raise ValueError(f"dot_general: cannot contract {short(lhs)} with {short(rhs)} "
+        raise ShapeError(f"dot_general: cannot contract {short(lhs)} with {short(rhs)} "
                          f"(dimension_numbers={dimension_numbers})")
     if lhs.dtype != rhs.dtype:
-        raise TypeError(f"dot_general: operands must share a dtype, got {short(lhs)} and "
+        raise DTypeError(f"dot_general: operands must share a dtype, got {short(lhs)} and "
                         f"{short(rhs)}")
     shape = (tuple(lhs.shape[a] for a in lb) + tuple(lhs.shape[a] for a in _free(lhs.ndim, lc, lb))
              + tuple(rhs.shape[a] for a in _free(rhs.ndim, rc, rb)))

@@ -25,6 +25,7 @@ from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import DTypeError
 from mirax.ops import special_impl
 from mirax.ops import shape as shape_ops
 from mirax.ops import reduction as reduction_ops
@@ -105,7 +106,7 @@ def unary(name, impl, d=None, *, float_only=True, keeps_weak=True, out_dtype=Non
 def _binary_abstract_eval(name, out_dtype):
     def rule(x, y):
         if x.dtype != y.dtype:
-            raise TypeError(f"{name}: operands must have one dtype, got {short(x)} and "
+            raise DTypeError(f"{name}: operands must have one dtype, got {short(x)} and "
                             f"{short(y)} (the mirax.numpy wrappers promote)")
         return ShapedArray(broadcast_shapes(name, x, y), out_dtype or x.dtype)
     return rule
@@ -157,9 +158,10 @@ div_p = binary("div", lambda x, y: _div_impl(x, y),
 # rem(x, y) = x - y * trunc(x / y): d/dx = 1, d/dy = -trunc(x / y)
 rem_p = binary("rem", lambda x, y: _rem_impl(x, y),
                (lambda g, x, y, o: g, lambda g, x, y, o: mul(g, neg(trunc(div(x, y))))))
-# d x^y = y x^(y-1) dx + log(x) x^y dy, with the dy term 0 at x = 0 (as JAX)
+# d x^y = y x^(y-1) dx + log(x) x^y dy, with the dy term 0 at x = 0 (as JAX); y x^(y-1) is
+# a strong product, so x^0 has derivative 0 at x = 0 (JAX: NaN) and x^1 second derivative 0
 pow_p = binary("pow", lambda x, y: _pow_impl(x, y),
-               (lambda g, x, y, o: _guard(g, mul(y, pow(x, sub(y, 1)))),
+               (lambda g, x, y, o: _guard(g, mul_strong(y, pow(x, sub(y, 1)))),
                 lambda g, x, y, o: _guard(g, select(eq(x, 0), zeros_like(o),
                                                     mul(log(select(eq(x, 0), ones_like(x), x)),
                                                         o)))))
@@ -315,7 +317,7 @@ def _select_abstract_eval(p, a, b):
     if p.dtype != np.bool_:
         raise TypeError(f"select: predicate must be bool, got {short(p)}")
     if a.dtype != b.dtype:
-        raise TypeError(f"select: branches must have one dtype, got {short(a)} and {short(b)}")
+        raise DTypeError(f"select: branches must have one dtype, got {short(a)} and {short(b)}")
     return ShapedArray(broadcast_shapes("select", p, a, b), a.dtype)
 
 

@@ -26,6 +26,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.shape import broadcast_in_dim, broadcast_to, full, iota, moveaxis, reshape
@@ -185,12 +186,10 @@ def dynamic_update_slice(x, update, start_indices, *, allow_negative_indices=Tru
 
 @dynamic_update_slice_p.def_abstract_eval
 def _dynamic_update_slice_abstract_eval(x, update, *starts):
-    if (
-        update.ndim != x.ndim
-        or any(u > n for u, n in zip(update.shape, x.shape))
-        or update.dtype != x.dtype
-    ):
-        raise ValueError(f"dynamic_update_slice: update {short(update)} does not fit in {short(x)}")
+    if update.ndim != x.ndim or any(u > n for u, n in zip(update.shape, x.shape)) or \
+            update.dtype != x.dtype:
+        raise ShapeError(f"dynamic_update_slice: update {short(update)} does not fit in "
+                         f"{short(x)}")
     return ShapedArray(x.shape, x.dtype)
 
 
@@ -424,11 +423,9 @@ def _scatter_wrapper(p, op_name):
         try:
             updates = broadcast_to(updates, want)
         except ValueError:
-            raise ValueError(
-                f"{op_name}: updates {short(updates)} do not broadcast to "
-                f"{list(want)} (indices {short(idx)} into {short(x)} along "
-                f"axes {axes})"
-            ) from None
+            raise ShapeError(f"{op_name}: updates {short(updates)} do not broadcast to "
+                             f"{list(want)} (indices {short(idx)} into {short(x)} along "
+                             f"axes {axes})") from None
         return p.bind(x, idx, updates, axes=axes, mode=mode)
 
     wrapper.__name__ = op_name

@@ -20,6 +20,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import DTypeError
 from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.common import batch_size, float_operand, promote, short
@@ -228,7 +229,7 @@ def _triangular_solve_abstract_eval(a, b, *, left_side, lower, transpose_a, unit
         raise ValueError(f"triangular_solve: b {short(b)} must be {side} with the batch dims "
                          f"of a {short(a)}")
     if a.dtype != b.dtype:
-        raise TypeError(f"triangular_solve: dtypes differ: {short(a)} and {short(b)}")
+        raise DTypeError(f"triangular_solve: dtypes differ: {short(a)} and {short(b)}")
     return ShapedArray(b.shape, b.dtype)
 
 
@@ -296,7 +297,7 @@ def _solve_abstract_eval(a, b):
         raise ValueError(f"solve: b {short(b)} must be (..., m, n) with the batch dims of "
                          f"a {short(a)}")
     if a.dtype != b.dtype:
-        raise TypeError(f"solve: dtypes differ: {short(a)} and {short(b)}")
+        raise DTypeError(f"solve: dtypes differ: {short(a)} and {short(b)}")
     return ShapedArray(b.shape, b.dtype)
 
 

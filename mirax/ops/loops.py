@@ -88,12 +88,12 @@ def _while_abstract_eval(*avals, cond_graph, body_graph, cond_nconsts, body_ncon
 @while_p.def_impl
 def _while_impl(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_steps):
     cc, bc, carry = _split_while(args, cond_nconsts, body_nconsts)
-    run_cond, run_body = compiled(cond_graph), compiled(body_graph)
+    (run_cond, be), (run_body, _) = compiled(cond_graph, args), compiled(body_graph, args)
     n = 0
     while (max_steps is None or n < max_steps) and bool(run_cond(*cc, *carry)[0]):
         carry = run_body(*bc, *carry)
         n += 1
-    return [np.asarray(c) for c in carry]
+    return [be.adopt(c) for c in carry]
 
 
 @while_p.def_jvp

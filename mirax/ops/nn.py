@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from mirax.core import dtypes
+from mirax.core.errors import ShapeError
 from mirax.ops import special_impl
 from mirax.ops.common import (float_operand, normalize_axes, normalize_axis, operand, promote,
                                short)
@@ -228,7 +229,7 @@ def softmax_cross_entropy(logits, labels):
     if not dtypes.is_int(labels.dtype):
         raise TypeError(f"softmax_cross_entropy: labels must be integers, got {short(labels)}")
     if logits.ndim < 1 or tuple(labels.shape) != tuple(logits.shape[:-1]):
-        raise ValueError(f"softmax_cross_entropy: logits {short(logits)} and labels "
+        raise ShapeError(f"softmax_cross_entropy: logits {short(logits)} and labels "
                          f"{short(labels)} do not match (want logits [N, C], labels [N])")
     return softmax_cross_entropy_p.bind(logits, labels)
 
@@ -631,9 +632,8 @@ def _attn_extra(x, shape, op, what, is_mask):
     if is_mask and x.dtype != np.bool_:
         raise TypeError(f"{op}: mask must be bool (True = attend), got {short(x)}")
     if x.ndim > 4 or any(a not in (1, b) for a, b in zip(x.shape[::-1], shape[::-1])):
-        raise ValueError(
-            f"{op}: {what} {short(x)} does not broadcast to the scores [B,H,T,S] = {list(shape)}"
-        )
+        raise ShapeError(f"{op}: {what} {short(x)} does not broadcast to the scores "
+                         f"[B,H,T,S] = {list(shape)}")
     return reshape(x, (1,) * (4 - x.ndim) + tuple(x.shape))
 
 

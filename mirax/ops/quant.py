@@ -10,6 +10,7 @@ import numpy as np
 
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
+from mirax.core.errors import ShapeError
 from mirax.ops.common import float_operand, promote, short
 from mirax.ops.composite import cast_like
 from mirax.ops.elementwise import add, div, ge, select, zeros_like
@@ -88,6 +89,6 @@ def fake_quantize(x, scale, zero_point, bits=8):
     x = float_operand(x, "fake_quantize")
     x, scale, zero_point = promote("fake_quantize", x, scale, zero_point)
     if common_ops.broadcast_shapes("fake_quantize", x, scale, zero_point) != tuple(x.shape):
-        raise ValueError(f"fake_quantize: scale {short(scale)} and zero_point "
+        raise ShapeError(f"fake_quantize: scale {short(scale)} and zero_point "
                          f"{short(zero_point)} must broadcast to {short(x)}")
     return fake_quantize_p.bind(x, scale, zero_point, bits=int(bits))

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 
 from mirax.core import dtypes, tree
 from mirax.core.avals import ShapedArray
@@ -21,6 +20,7 @@ from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.graph.graph import Graph
 from mirax.graph.interpret import eval_graph
+from mirax.core.errors import ShapeError
 from mirax.ops.common import batch_size, operand, short
 from mirax.ops.subgraph import (
     batched_aval, cached, carry_check, compiled, interleave, is_float, jvp_graph, permute,
@@ -54,7 +54,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
         if lengths and lengths != [length]:
             raise ValueError(f"scan: length={length} but xs have leading sizes {lengths}")
     elif len(lengths) > 1:
-        raise ValueError("scan: xs leaves have different leading sizes "
+        raise ShapeError("scan: xs leaves have different leading sizes "
                          f"{', '.join(short(x) for x in xs_leaves)}")
     elif not lengths:
         raise ValueError("scan: length must be given when there are no xs")
@@ -119,14 +119,14 @@ def _scan_abstract_eval(*avals, body, num_consts, num_carry, length, reverse, ch
 @scan_p.def_impl
 def _scan_impl(*args, body, num_consts, num_carry, length, reverse, checkpoint):
     consts, carry, xs = _split_scan(args, num_consts, num_carry)
-    run = compiled(body)
-    ys = [np.empty((length,) + tuple(a.shape), a.dtype) for a in body.out_avals[num_carry:]]
+    run, be = compiled(body, args)
+    ys = [be.empty((length,) + tuple(a.shape), a.dtype) for a in body.out_avals[num_carry:]]
     for i in range(length - 1, -1, -1) if reverse else range(length):
         out = run(*consts, *carry, *[x[i] for x in xs])
         carry = out[:num_carry]
         for y, o in zip(ys, out[num_carry:]):
             y[i] = o
-    return [np.asarray(c) for c in carry] + ys
+    return [be.adopt(c) for c in carry] + ys
 
 
 @scan_p.def_jvp

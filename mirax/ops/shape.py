@@ -16,6 +16,7 @@ from mirax.core.trace import aval_of
 from mirax.ops import reduction as reduction_ops
 from mirax.ops import elementwise as elementwise_ops
 from mirax.ops import common as common_ops
+from mirax.core.errors import ShapeError
 from mirax.ops.common import (normalize_axes, normalize_axis, operand, same_shapes, short,
                               static_shape)
 
@@ -42,7 +43,7 @@ def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
         0 <= d < len(shape) and x.shape[i] in (1, shape[d])
         for i, d in enumerate(broadcast_dimensions))
     if not ok:
-        raise ValueError(f"broadcast_in_dim: cannot broadcast {short(x)} to {list(shape)} "
+        raise ShapeError(f"broadcast_in_dim: cannot broadcast {short(x)} to {list(shape)} "
                          f"along dimensions {broadcast_dimensions}")
     return ShapedArray(shape, x.dtype)
 
@@ -80,7 +81,7 @@ def broadcast_to(x, shape):
         return x
     lead = len(shape) - x.ndim
     if lead < 0 or any(a not in (1, b) for a, b in zip(x.shape, shape[lead:])):
-        raise ValueError(f"broadcast_to: cannot broadcast {short(x)} to shape {list(shape)}")
+        raise ShapeError(f"broadcast_to: cannot broadcast {short(x)} to shape {list(shape)}")
     return broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
 
 
@@ -114,7 +115,7 @@ def reshape(x, new_sizes, dimensions=None):
     if -1 in new_sizes:
         known = int(np.prod([d for d in new_sizes if d != -1]))
         if new_sizes.count(-1) > 1 or known == 0 or x.size % known:
-            raise ValueError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
+            raise ShapeError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
         new_sizes = tuple(x.size // known if d == -1 else d for d in new_sizes)
     if new_sizes == tuple(x.shape):
         return x
@@ -124,7 +125,7 @@ def reshape(x, new_sizes, dimensions=None):
 @reshape_p.def_abstract_eval
 def _reshape_abstract_eval(x, *, new_sizes):
     if int(np.prod(new_sizes)) != x.size or any(d < 0 for d in new_sizes):
-        raise ValueError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
+        raise ShapeError(f"reshape: cannot reshape {short(x)} into {list(new_sizes)}")
     return ShapedArray(new_sizes, x.dtype)
 
 
@@ -193,11 +194,20 @@ def _transpose_vmap(args, dims, *, permutation):
 
 
 def moveaxis(x, source, destination):
+    """Move axes `source` (an int or a sequence) to positions `destination` (NumPy)."""
     x = operand(x, "moveaxis")
-    src = normalize_axis(source, x.ndim, "moveaxis", x)
-    dst = normalize_axis(destination, x.ndim, "moveaxis", x)
-    perm = [i for i in range(x.ndim) if i != src]
-    perm.insert(dst, src)
+    seq = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,))
+    src = [normalize_axis(a, x.ndim, "moveaxis", x) for a in seq(source)]
+    dst = [normalize_axis(a, x.ndim, "moveaxis", x) for a in seq(destination)]
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: source {source} and destination {destination} must have "
+                         "the same number of elements")
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"moveaxis: repeated axis in source {source} or destination "
+                         f"{destination}")
+    perm = [i for i in range(x.ndim) if i not in src]
+    for d, s_ in sorted(zip(dst, src)):
+        perm.insert(d, s_)
     return transpose(x, perm)
 
 
@@ -222,7 +232,7 @@ def _concatenate_abstract_eval(*xs, dimension):
     for x in xs[1:]:
         if x.ndim != x0.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape))
                                     if i != dimension):
-            raise ValueError(f"concatenate: shapes {', '.join(short(x) for x in xs)} differ "
+            raise ShapeError(f"concatenate: shapes {', '.join(short(x) for x in xs)} differ "
                              f"outside axis {dimension}")
     shape = list(x0.shape)
     shape[dimension] = builtins.sum(x.shape[dimension] for x in xs)

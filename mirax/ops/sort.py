@@ -14,6 +14,7 @@ from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
+from mirax.core.errors import ShapeError
 from mirax.ops.common import batch_size, normalize_axis, operand, same_shapes, short
 from mirax.ops import shape as shape_ops
 
@@ -86,7 +87,7 @@ def scatter_add_along_axis(u, idx, axis, size):
     axis = normalize_axis(axis, u.ndim, "scatter_add_along_axis", u)
     _check_indices("scatter_add_along_axis", u, idx, axis)
     if idx.shape != u.shape:
-        raise ValueError(f"scatter_add_along_axis: indices {short(idx)} and updates "
+        raise ShapeError(f"scatter_add_along_axis: indices {short(idx)} and updates "
                          f"{short(u)} differ")
     return scatter_add_along_axis_p.bind(u, idx, axis=axis, size=int(size))
 

@@ -10,7 +10,7 @@ jit's `call` does); the results are cached on the graph, keyed by the rule's sta
 """
 from __future__ import annotations
 
-from mirax.core import dtypes, tree
+from mirax.core import dtypes, runtime, tree
 from mirax.core.avals import ShapedArray
 from mirax.core.trace import aval_of, new_trace
 from mirax.graph.build import trace_to_graph
@@ -64,14 +64,17 @@ def cached(graph: Graph, key, build):
     return hit
 
 
-def compiled(graph: Graph):
-    return executable(graph, "cpu")
+def compiled(graph: Graph, bufs):
+    """(the executable of `graph` on the platform of `bufs`, that backend): the impls of
+    cond / while / scan are one driver for every backend."""
+    be = runtime.backend(runtime.platform_of(bufs))
+    return executable(graph, be.platform), be
 
 
 def carry_check(op, what, init_tree, in_avals, out_avals, allow_promote=True):
     """Raise `scan: carry[1] changed from f32[3] to f32[4]`; return the leaves whose
     weak-typed input should be promoted to the body's output dtype (JAX's rule)."""
-    paths = [tree.keystr(p) for p, _ in tree.flatten_with_path(
+    paths = [tree.keystr(p) for p, _ in tree.leaves_with_path(
         tree.unflatten(init_tree, [0] * len(in_avals)))]
     promote = []
     for i, (a, b) in enumerate(zip(in_avals, out_avals)):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from mirax.core import dtypes
+from mirax.core.errors import ShapeError
 from mirax.ops import elementwise as ew
 from mirax.ops import reduction, shape as sh
 from mirax.ops.common import operand, promote, short
@@ -30,7 +31,7 @@ def _out_shape(op: str, shape, *params) -> tuple[int, ...]:
     try:
         pb = np.broadcast_shapes(*pshapes)
     except ValueError:
-        raise ValueError(f"random.{op}: the parameters {', '.join(map(short, params))} do not "
+        raise ShapeError(f"random.{op}: the parameters {', '.join(map(short, params))} do not "
                          "broadcast together") from None
     if shape is None:
         return tuple(pb)
@@ -40,7 +41,7 @@ def _out_shape(op: str, shape, *params) -> tuple[int, ...]:
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"random.{op}: shape {shape} is not compatible with the parameters "
+        raise ShapeError(f"random.{op}: shape {shape} is not compatible with the parameters "
                          f"{', '.join(map(short, params))} (they must broadcast to it)")
     return shape
 

@@ -58,5 +58,8 @@ def xlog1py(x, y):
     return el.select(zero, el.zeros_like(x), el.mul(x, el.log1p(safe_y)))
 
 
+from mirax.scipy._special_more import *  # noqa: F401,F403,E402  (ndtr, gammainc, ...)
+from mirax.scipy import _special_more  # noqa: E402
+
 __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "expit", "logit",
-           "xlogy", "xlog1py"]
+           "xlogy", "xlog1py"] + _special_more.__all__

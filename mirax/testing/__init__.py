@@ -40,7 +40,7 @@ def _flat_fn(f, args):
     leaves, in_tree = tree.flatten(list(args))
     leaves = [_to64(x) for x in leaves]
     diff = [i for i, x in enumerate(leaves) if dtypes.is_float(x.dtype)]
-    paths = [f"args{tree.keystr(p)}" for p, _ in tree.flatten_with_path(list(args))]
+    paths = [f"args{tree.keystr(p)}" for p, _ in tree.leaves_with_path(list(args))]
 
     def flat(*xs):
         full = list(leaves)

@@ -6,8 +6,9 @@ functions as flat, hashable wrappers (`FlatFn`). What each interpreter does with
 - eager: the primal body runs (a special bind path skips the buffer-level impl); staged
   (jit, make_graph): one node whose abstract eval traces the body; the impl and the
   `decomposition` (for the compiler) are the body too;
-- jvp: custom_jvp applies its rule; custom_vjp differentiates its primal body (beyond JAX,
-  which refuses forward mode there), so hessian and jvp-of-grad work;
+- jvp: custom_jvp applies its rule; custom_vjp goes forward through its rule (beyond JAX,
+  which refuses forward mode there): the jvp is the transpose of bwd, which is linear in
+  the cotangent, so jacfwd and hessian see the custom derivative, never the body's;
 - reverse mode: custom_vjp runs `fwd` on the forward pass and keeps its residuals on the
   tape entry (the special bind path below: the generic tape path would run the primal body
   and lose them; a node met inside a graph without residuals reruns `fwd`); custom_jvp is
@@ -27,7 +28,7 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of, busy, find_top_trace, full_raise, state, zeros_like_aval
 from mirax.ops.common import operand, short
-from mirax.interpreters.jvp import instantiate, jvp_flat
+from mirax.interpreters.jvp import instantiate
 from mirax.interpreters.vmap import vmap_flat
 from mirax.interpreters.vjp import vjp_flat, Entry, VJPTracer, VJPTrace
 from mirax.ops.reduction import reduce_sum
@@ -161,8 +162,28 @@ custom_vjp_call_p = CustomPrimitive("custom_vjp_call")
 
 @custom_vjp_call_p.def_jvp
 def _custom_vjp_call_jvp(primals, tangents, *, fun, fwd, bwd, res=None):
-    # forward mode differentiates the primal body (JAX raises here instead)
-    return jvp_flat(fun, list(primals), list(tangents))
+    """Forward mode through the user's rule (JAX refuses it): bwd is linear in the output
+    cotangent, ct -> J^T ct, so reverse mode through bwd in ct (its transpose) maps the
+    input tangent t to J t, the jvp the rule defines."""
+    outs, r = fwd(*primals) if res is None else (fun(*primals), res)
+    ins = [i for i, (x, t) in enumerate(zip(primals, tangents)) if t is not None and _is_float(x)]
+    outs_f = [j for j, o in enumerate(outs) if _is_float(o)]
+    if not ins or not outs_f:
+        return list(outs), [None] * len(outs)
+
+    def transposed(*cts):
+        full = [zeros_like_aval(aval_of(o)) for o in outs]
+        for j, c in zip(outs_f, cts):
+            full[j] = c
+        in_cts = bwd(list(r), full)
+        return [instantiate(in_cts[i], primals[i]) for i in ins]
+
+    _, back = vjp_flat(transposed, [zeros_like_aval(aval_of(outs[j])) for j in outs_f])
+    t_f = back([tangents[i] for i in ins])
+    t_out = [None] * len(outs)
+    for j, t in zip(outs_f, t_f):
+        t_out[j] = t
+    return list(outs), t_out
 
 
 def _custom_vjp_tape(trace, tracers, params):

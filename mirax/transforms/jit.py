@@ -37,7 +37,7 @@ def _leaf_key(x):
         a = x.aval
         return (a.shape, a.dtype, a.weak_type)
     if isinstance(x, (np.ndarray, np.generic)):  # first: np.float64 is a float subclass
-        return (x.shape, dtypes.input_dtype(x)[0], False)
+        return (x.shape,) + dtypes.input_dtype(x)
     if isinstance(x, (bool, int, float)):
         return ((), dtypes.python_scalar_dtype(x), not isinstance(x, bool))
     raise TypeError(f"jit: argument of type {type(x).__name__} is not an array; mark it "
@@ -202,7 +202,7 @@ class Jitted:
         dyn = [a for i, a in enumerate(args) if i not in self.static_argnums]
         return arg_names_for(self.f, dyn) + [
             k + tree.keystr(p) for k, v in sorted(kwargs.items())
-            if k not in self.static_argnames for p, _ in tree.flatten_with_path(v)]
+            if k not in self.static_argnames for p, _ in tree.leaves_with_path(v)]
 
     def _explain_miss(self, key, args, kwargs):
         import sys

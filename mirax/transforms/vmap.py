@@ -25,7 +25,7 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
     def vmapped(*args, **kwargs):
         leaves, in_tree = tree.flatten(tuple(args))
         axes = _resolve_axes(args, in_axes)
-        paths = [tree.keystr(p) for p, _ in tree.flatten_with_path(tuple(args))]
+        paths = [tree.keystr(p) for p, _ in tree.leaves_with_path(tuple(args))]
         leaves = [operand(x, "vmap") if a is not None else x for x, a in zip(leaves, axes)]
         dims, sizes = [], {}
         for x, a, path in zip(leaves, axes, paths):

@@ -244,7 +244,9 @@ def test_unflatten_wrong_leaf_count():
 
 def test_flatten_with_path_and_keystr():
     x = [{"w": Layer(w=1, b=2)}, Point(3, 4), collections.OrderedDict(z=5), Box(6, "t")]
-    pairs = tree.flatten_with_path(x)
+    pairs, treedef = tree.flatten_with_path(x)
+    assert treedef == tree.structure(x)
+    assert pairs == tree.leaves_with_path(x)
     assert [leaf for _, leaf in pairs] == tree.leaves(x)
     assert [tree.keystr(p) for p, _ in pairs] == [
         "[0]['w'].w", "[0]['w'].b", "[1].x", "[1].y", "[2]['z']", "[3][<flat index 0>]"]
@@ -305,4 +307,4 @@ def test_matches_jax():
         assert treedef.num_nodes == j_treedef.num_nodes
         assert repr(treedef) == repr(j_treedef)
         j_paths = [jtu.keystr(p) for p, _ in jtu.tree_flatten_with_path(x)[0]]
-        assert [tree.keystr(p) for p, _ in tree.flatten_with_path(x)] == j_paths
+        assert [tree.keystr(p) for p, _ in tree.flatten_with_path(x)[0]] == j_paths

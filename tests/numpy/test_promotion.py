@@ -107,7 +107,7 @@ def _dt(x):
     (lambda: mnp.asarray(np.array([1, 2], np.int64)), "i64"),
     (lambda: mnp.asarray(2.0) * mnp.ones(2, mnp.float16), "f16"),
     (lambda: mnp.ones(2, mnp.float16) * np.float32(2), "f32"),  # NumPy scalars are strong
-    (lambda: mnp.ones(2) * np.float64(2), "f64"),
+    (lambda: mnp.ones(2) * np.float64(2), "f32"),  # ... but 64-bit ones are weak
     (lambda: mnp.asarray([True]) + 1, "i32"),
     (lambda: mnp.asarray([True]) * 1.5, "f32"),
     (lambda: mnp.sum(mnp.asarray([True, False])), "i32"),

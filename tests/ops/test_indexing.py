@@ -105,10 +105,10 @@ def test_getitem_graph_basic_is_cheap():
 # --- errors ------------------------------------------------------------------------------------
 def test_getitem_errors():
     x = mx.asarray(A)
-    with pytest.raises(IndexError, match=r"index 3 is out of bounds for axis 0.*f32\[3,4,5\]"):
-        x[3]
-    with pytest.raises(IndexError, match=r"f32\[3,4,5\]"):
-        x[0, -5]
+    np.testing.assert_array_equal(x[3], A[2])       # static ints clamp on reads (JAX)
+    np.testing.assert_array_equal(x[0, -5], A[0, 0])
+    with pytest.raises(IndexError, match=r"index 0 is out of bounds.*f32\[0,2\]"):
+        mx.asarray(np.zeros((0, 2), np.float32))[0]
     with pytest.raises(IndexError, match="too many indices"):
         x[0, 0, 0, 0]
     with pytest.raises(IndexError, match="single ellipsis"):

@@ -1,4 +1,4 @@
-"""custom_jvp / custom_vjp (JAX semantics, plus forward mode through custom_vjp) and
+"""custom_jvp / custom_vjp (JAX semantics, plus forward mode through custom_vjp's rule) and
 stop_gradient, in every transform and under jit."""
 import numpy as np
 import pytest
@@ -159,7 +159,7 @@ def test_custom_vjp_residuals_from_fwd_and_nondiff_argnums():
     assert float(g) == pytest.approx(2 * np.cos(0.5))
 
 
-def test_custom_vjp_forward_mode_differentiates_body():
+def test_custom_vjp_forward_mode_exact_rule():
     @mx.custom_vjp
     def f(x, y):
         return mnp.sin(x) * y
@@ -194,6 +194,35 @@ def test_custom_vjp_pytree_output_and_bad_bwd():
     nodef = mx.custom_vjp(lambda x: x)
     with pytest.raises(AttributeError, match="defvjp"):
         nodef(1.0)
+
+
+def test_custom_vjp_forward_mode_uses_the_rule():
+    """jvp / jacfwd of a custom_vjp function follow its bwd rule (here deliberately not the
+    body's derivative), equal to JAX's jacrev of the same function (JAX has no forward mode
+    there)."""
+    import jax
+
+    def make(np_, custom_vjp):
+        @custom_vjp
+        def f(x, y):
+            return np_.sin(x) * y
+
+        f.defvjp(lambda x, y: (f(x, y), (x, y)), lambda r, g: (2.0 * g * r[1], 3.0 * g * r[0]))
+        return f
+
+    fm, fj = make(mnp, mx.custom_vjp), make(jax.numpy, jax.custom_vjp)
+    x, y = np.array([0.5, 1.0], np.float32), np.array([2.0, -1.0], np.float32)
+    for argnums in (0, 1, (0, 1)):
+        want = jax.jacrev(fj, argnums)(x, y)
+        for jac in (mx.jacfwd(fm, argnums), mx.jit(mx.jacfwd(fm, argnums))):
+            np.testing.assert_allclose(np.asarray(jac(x, y)), np.asarray(want), rtol=1e-6)
+    _, t = mx.jvp(fm, (x, y), (np.ones(2, np.float32), np.zeros(2, np.float32)))
+    np.testing.assert_allclose(t, 2 * y, rtol=1e-6)
+    loss_m = lambda v: mnp.sum(fm(v, y) ** 2)  # noqa: E731
+    loss_j = lambda v: jax.numpy.sum(fj(v, y) ** 2)  # noqa: E731
+    want = jax.jacrev(jax.jacrev(loss_j))(x)
+    np.testing.assert_allclose(mx.jacfwd(mx.jacrev(loss_m))(x), want, rtol=1e-6)
+    np.testing.assert_allclose(mx.hessian(loss_m)(x), want, rtol=1e-6)
 
 
 # --- stop_gradient ----------------------------------------------------------------------

@@ -34,6 +34,12 @@ class CpuBackend(Backend):
     def from_host(self, host, device):
         return np.asarray(host)
 
+    def adopt(self, buf):
+        return np.asarray(buf)
+
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype)
+
     def impl(self, prim):
         if prim.impl is None:
             raise NotImplementedError(f"{prim.name}: no CPU implementation")

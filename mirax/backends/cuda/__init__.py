@@ -78,6 +78,12 @@ class CudaBackend(Backend):
         core_runtime.nonhost_buffers[0] = True
         return cp.from_dlpack(obj).copy()  # a copy: mx.Array is immutable
 
+    def adopt(self, buf):
+        return library.to_device(buf)
+
+    def empty(self, shape, dtype):
+        return cp.empty(shape, dtype)
+
     def device_of(self, buf) -> Device:
         return self._devices[buf.device.id]
 

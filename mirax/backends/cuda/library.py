@@ -25,7 +25,6 @@ import cupy as cp
 import numpy as np
 
 from mirax.core import dtypes
-from mirax.core.runtime import executable
 
 LOW = (dtypes.float16, dtypes.bfloat16)
 
@@ -42,6 +41,8 @@ REFERENCE_OK = {
     "broadcast_in_dim", "reshape", "transpose", "concatenate", "rev", "slice",
     # transforms whose impl runs a Python body on Arrays (eager dispatch keeps it on device)
     "custom_jvp_call", "custom_vjp_call", "checkpoint", "stop_gradient",
+    # sub-graph primitives: one driver for every backend (the sub-graphs compiled for CUDA)
+    "cond", "while", "scan", "call",
 }
 
 
@@ -389,43 +390,6 @@ def _linalg() -> dict:
     }
 
 
-# --- control flow: run the sub-graphs compiled for CUDA -----------------------------------------
-def _cond(index, *args, branches):
-    k = min(max(int(index), 0), len(branches) - 1)
-    return executable(branches[k], "cuda")(*args)
-
-
-def _while(*args, cond_graph, body_graph, cond_nconsts, body_nconsts, max_steps):
-    cc = list(args[:cond_nconsts])
-    bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
-    carry = list(args[cond_nconsts + body_nconsts:])
-    run_cond, run_body = executable(cond_graph, "cuda"), executable(body_graph, "cuda")
-    n = 0
-    while (max_steps is None or n < max_steps) and bool(run_cond(*cc, *carry)[0]):
-        carry = run_body(*bc, *carry)
-        n += 1
-    return [to_device(c) for c in carry]
-
-
-def _scan(*args, body, num_consts, num_carry, length, reverse, checkpoint):
-    consts = list(args[:num_consts])
-    carry = list(args[num_consts:num_consts + num_carry])
-    xs = list(args[num_consts + num_carry:])
-    run = executable(body, "cuda")
-    ys = [cp.empty((length,) + tuple(a.shape), a.dtype)
-          for a in body.out_avals[num_carry:]]
-    for i in (range(length - 1, -1, -1) if reverse else range(length)):
-        out = run(*consts, *carry, *[x[i] for x in xs])
-        carry = out[:num_carry]
-        for y, o in zip(ys, out[num_carry:]):
-            y[i] = o
-    return [to_device(c) for c in carry] + ys
-
-
-def _call(*args, graph):
-    return executable(graph, "cuda")(*args)
-
-
 def explicit_impls() -> dict:
     """Primitive name -> CuPy impl (before `guarded` wrapping)."""
     table = {
@@ -434,7 +398,6 @@ def explicit_impls() -> dict:
         "reduce_max": reduce_max, "reduce_min": reduce_min,
         "argmax": argmax, "argmin": argmin,
         "iota": iota, "pad": pad, "dot_general": dot_general,
-        "cond": _cond, "while": _while, "scan": _scan, "call": _call,
     }
     for name in ("erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma1"):
         table[name] = _special(name)
