@@ -6,15 +6,23 @@ Workloads (float32 unless stated):
   vectors over the last axis: GB/s counting one read of x and one write of the result;
 - softmax and layer_norm (weight, bias) over the last axis of 65536 x 2048: GB/s likewise;
 - bf16 matmul 8192^3: TFLOP/s (2 n^3 flops);
+- float32 matmul 4096^3 (`matmul_f32`) at each matmul precision: mirax's default (TF32
+  tensor cores), "high" (3xTF32) and "highest" (SGEMM), torch (TF32 off, its default) and
+  JAX's default (TF32) and "highest";
 - one Adam step of an MLP 784-2048-2048-10 (relu, softmax cross-entropy) at batch 8192:
-  ms per step (forward, backward, update); `--profile` also prints the mirax plan's time per
-  node (CUDA events, runtime.profile) and PyTorch's per-kernel profile of its step;
+  ms per step (forward, backward, update); mirax at its default matmul precision (float32
+  products on TF32 tensor cores, as JAX's default) and at "high" and "highest" (rows
+  "mirax jit (high)", "(highest)": `with mx.default_matmul_precision(...)`), JAX at its
+  default and "highest" ("jax jit fp32"), torch in float32 (TF32 off, torch's default);
+  `--profile` also prints the mirax plan's time per node (CUDA events, runtime.profile)
+  and PyTorch's per-kernel profile of its step;
 - the same step at batch 64 (`mlp_small`, launch-bound): mirax with CUDA graphs (auto, on,
   off) against torch eager and torch with the whole step captured as a CUDA graph;
 - one pre-LN causal transformer block (d 1024, 16 heads of 64, MLP 4096, tanh-gelu) at
   batch 8, sequence 1024, forward + backward of mean(block(x)^2) w.r.t. all parameters,
   in float32 and bfloat16: attention is mirax's fused CUDA kernel, torch's
-  F.scaled_dot_product_attention, JAX's jax.nn.dot_product_attention; `--profile` also
+  F.scaled_dot_product_attention, JAX's jax.nn.dot_product_attention; float32 also at
+  mirax's "high" and "highest" and JAX's "highest" matmul precision; `--profile` also
   prints its plan's time per node and times the loss mean(square(y)) alone with codegen's
   two-stage reduction kernel and without it (config knob cuda_two_stage off: CuPy's kernel).
 
@@ -23,7 +31,8 @@ between device synchronizations; the figure is the median batch time / inner. Re
 are ratios mirax / peer (>1: mirax faster). Peers that fail are reported, not fatal.
 
     PYTHONPATH=. python benchmarks/gpu.py [--quick] [--no-compile] [--json out.json]
-        [--only gelu,softmax,layer_norm,matmul,mlp,mlp_small,transformer] [--update old.json]
+        [--only gelu,softmax,layer_norm,matmul,matmul_f32,mlp,mlp_small,transformer]
+        [--update old.json]
         [--profile]
 """
 from __future__ import annotations
@@ -244,6 +253,10 @@ def main():
             impls["jax jit"] = lambda: peers.jax_case(jm, aj, bj2)
         run_case(results, "matmul_bf16", "TFLOP/s", 2.0 * n ** 3, impls)
 
+    # --- float32 matmul at each precision ------------------------------------------------------
+    if not only or "matmul_f32" in only:
+        matmul_f32_case(results, checks, peers, mx, csync, rng, 1024 if args.quick else 4096)
+
     # --- MLP Adam step ----------------------------------------------------------------------------
     old = {}
     if args.update and os.path.exists(args.update):
@@ -293,6 +306,42 @@ def main():
     print("checks (max |mirax - torch|):", results["checks_max_abs_diff_vs_torch"])
     print("cuda native impls that fell back to the host:", results["cuda_failures"])
     print("attention fallbacks:", results["attention_fallbacks"])
+
+
+def at_precision(mx, f, precision):
+    """f called under `mx.default_matmul_precision(precision)`: a jitted f is traced and
+    cached under that precision (the knob is part of jit's key), so every call enters it."""
+    def run(*args):
+        with mx.default_matmul_precision(precision):
+            return f(*args)
+    return run
+
+
+def matmul_f32_case(results, checks, peers, mx, csync, rng, n):
+    torch, jax = peers.torch, peers.jax
+    a_h = rng.standard_normal((n, n), dtype=np.float32)
+    b_h = rng.standard_normal((n, n), dtype=np.float32)
+    am, bm = mx.device_put(a_h, "cuda"), mx.device_put(b_h, "cuda")
+    impls = {}
+    ref = a_h[:256].astype(np.float64) @ b_h.astype(np.float64)  # the first 256 rows
+    scale = np.abs(a_h[:256]).astype(np.float64) @ np.abs(b_h).astype(np.float64)
+    for prec in ("default", "high", "highest"):
+        f = mx.jit(lambda a, b, p=prec: mx.numpy.matmul(a, b, precision=p))
+        label = "mirax jit" if prec == "default" else f"mirax jit ({prec})"
+        impls[label] = (lambda f: lambda: ((lambda: f(am, bm)), csync))(f)
+        got = np.asarray(f(am, bm))[:256].astype(np.float64)
+        checks[f"matmul_f32_{prec}_err_over_abs_product"] = float(
+            np.max(np.abs(got - ref) / scale))
+    if torch:
+        at, bt = torch.from_numpy(a_h).cuda(), torch.from_numpy(b_h).cuda()
+        impls["torch eager"] = lambda: (lambda: at @ bt, peers.tsync)
+    if jax:
+        aj, bj = jax.device_put(a_h), jax.device_put(b_h)
+        jm = jax.jit(lambda a, b: a @ b)
+        jm_hi = jax.jit(lambda a, b: jax.numpy.matmul(a, b, precision="highest"))
+        impls["jax jit"] = lambda: peers.jax_case(jm, aj, bj)
+        impls["jax jit fp32"] = lambda: peers.jax_case(jm_hi, aj, bj)
+    run_case(results, "matmul_f32", "TFLOP/s", 2.0 * n ** 3, impls)
 
 
 def mirax_plan(mx, f, *args):
@@ -397,7 +446,21 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
                 run()
         return run, csync
 
+    def precise(precision):
+        # a fresh jit traced and called under the matmul precision (float32: "high" is
+        # 3xTF32, "highest" exact SGEMM; "mirax jit" runs at the default, TF32)
+        st = {"s": state["s"]}
+        jstep2 = at_precision(mx, mx.jit(lambda *a: step(*a)), precision)
+
+        def run():
+            p, m, v, t = st["s"]
+            p, m, v, t, _ = jstep2(p, m, v, t, xm, ym)
+            st["s"] = (p, m, v, t)
+        return run, csync
+
     impls = {"mirax jit": lambda: (mirax_step, csync),
+             "mirax jit (high)": lambda: precise("high"),
+             "mirax jit (highest)": lambda: precise("highest"),
              "mirax jit (graphs on)": lambda: graphs("1"),
              "mirax jit (graphs off)": lambda: graphs("0")}
     if name == "mlp_adam":
@@ -481,8 +544,9 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
         xj, yj = jax.device_put(xb), jax.device_put(yb)
 
         def jax_setup(precision):
-            # JAX's default f32 matmul precision on this GPU is TF32; "highest" is full
-            # float32, as mirax (cuBLAS SGEMM) and torch (allow_tf32 off) compute.
+            # JAX's default f32 matmul precision on this GPU is TF32 (as mirax's default);
+            # "highest" is full float32, as mirax's "highest" (cuBLAS SGEMM) and torch
+            # (allow_tf32 off) compute.
             ctx = (jax.default_matmul_precision(precision) if precision
                    else contextlib.nullcontext())
             jstep_ = jax.jit(jstep_raw)
@@ -674,6 +738,15 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
             for _ in range(2):
                 run()
         return run, csync
+    def precise(precision):  # a fresh jit traced and called under the matmul precision
+        f = at_precision(mx, mx.jit(mx.value_and_grad(mloss)), precision)
+
+        def run():
+            box["out"] = f(mp, mxx)
+        return run, csync
+    if dtype == "float32":
+        impls["mirax jit (high)"] = lambda: precise("high")
+        impls["mirax jit (highest)"] = lambda: precise("highest")
     impls["mirax jit (graphs on)"] = lambda: knobbed(cuda_graphs="1")
     impls["mirax jit (no remat)"] = lambda: knobbed(cuda_remat=False)
     impls["mirax jit (CuPy reductions)"] = lambda: knobbed(cuda_two_stage=False)

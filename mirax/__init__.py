@@ -19,6 +19,7 @@ from mirax.core.runtime import (  # noqa: F401
     default_device, device_count, devices, local_device_count, local_devices)
 from mirax.graph.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
+from mirax.ops.dot import default_matmul_precision  # noqa: F401
 from mirax.ops.elementwise import stop_gradient  # noqa: F401
 from mirax.ops.transfer import device_put  # noqa: F401
 from mirax.transforms.checkpoint import checkpoint, remat  # noqa: F401

@@ -84,6 +84,11 @@ _declare("debug", int, 0, "1: pass timings and the dispatch report; 2: listings 
          "each pass; 3: also generated kernel source")
 _declare("jit_cache_size", int, 64, "compiled signatures kept per jitted function (LRU)")
 _declare("explain_cache_misses", bool, False, "jit says why it retraced, by argument path")
+_declare("default_matmul_precision", str, "default", "precision of matrix products made "
+         "without an explicit one: default (CUDA float32: TF32), high (3xTF32), highest "
+         "(exact float32); or JAX's bfloat16, tensorfloat32, float32. CPU: exact always",
+         choices=("default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+                  "fastest"))
 _declare("cpu_threads", int, 0, "threads for CPU kernels (0: every core this process may "
          "run on)")
 _declare("numba", bool, True, "compile CPU fusion nodes of arithmetic ops with numba when "

@@ -7,7 +7,6 @@ split the derivative evenly), mirax's conventions hold.
 from __future__ import annotations
 
 import builtins
-import enum
 import math
 
 import numpy as np
@@ -20,6 +19,7 @@ from mirax.ops.common import (
 from mirax.ops.common import operand as _arr
 from mirax.ops.cumulative import cummax, cummin, cumprod, cumsum, linear_recurrence
 from mirax.ops import dot as _dot
+from mirax.ops.dot import Precision  # noqa: F401  (lax's name)
 from mirax.ops.indexing import dynamic_index_in_dim, dynamic_update_index_in_dim
 from mirax.ops.shape import (
     broadcast_in_dim, concatenate, full, iota, moveaxis, pad, reshape, slice_in_dim, squeeze,
@@ -45,22 +45,6 @@ __all__ = [
     "reduce_xor", "split", "zeros_like_array", "approx_max_k", "approx_min_k",
     "broadcast_shapes", "index_take", "mulhi", "with_sharding_constraint", "igamma_grad_a",
 ] + _windows.__all__ + _special.__all__
-
-
-class Precision(enum.Enum):
-    """Matmul/conv precision. Accepted everywhere and ignored: mirax computes in the operands'
-    dtype (float32 products are float32, never tf32/bf16 passes)."""
-    DEFAULT = 0
-    HIGH = 1
-    HIGHEST = 2
-
-    @classmethod
-    def _missing_(cls, value):
-        names = {"default": 0, "bfloat16": 0, "fastest": 0, "high": 1, "tensorfloat32": 1,
-                 "highest": 2, "float32": 2}
-        if isinstance(value, str) and value.lower() in names:
-            return cls(names[value.lower()])
-        return None
 
 
 # --- cumulative, sorting -------------------------------------------------------------------
@@ -265,8 +249,9 @@ def full_like(x, fill_value, dtype=None, shape=None):
 
 # --- products ------------------------------------------------------------------------------
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
-    """mirax.ops.dot.dot_general, taking (and ignoring) JAX's precision argument."""
-    return _dot.dot_general(lhs, rhs, dimension_numbers, preferred_element_type)
+    """mirax.ops.dot.dot_general. precision: None (the default_matmul_precision knob), a
+    Precision, "default"/"high"/"highest", or a pair (lhs, rhs) (the higher applies)."""
+    return _dot.dot_general(lhs, rhs, dimension_numbers, preferred_element_type, precision)
 
 
 def dot(lhs, rhs, precision=None, preferred_element_type=None):
@@ -274,8 +259,8 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None):
     a, b = _arr(lhs, "dot"), _arr(rhs, "dot")
     if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2) or a.shape[-1] != b.shape[0]:
         raise ShapeError(f"dot: incompatible shapes {short(a)} and {short(b)}")
-    return dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())),
-                       preferred_element_type=preferred_element_type)
+    return _dot.dot_general(a, b, (((a.ndim - 1,), (0,)), ((), ())), preferred_element_type,
+                            precision, op="dot")
 
 
 def batch_matmul(lhs, rhs, precision=None):
@@ -284,7 +269,8 @@ def batch_matmul(lhs, rhs, precision=None):
             a.shape[-1] != b.shape[-2]:
         raise ShapeError(f"batch_matmul: incompatible shapes {short(a)} and {short(b)}")
     batch = tuple(range(a.ndim - 2))
-    return dot_general(a, b, (((a.ndim - 1,), (a.ndim - 2,)), (batch, batch)))
+    return _dot.dot_general(a, b, (((a.ndim - 1,), (a.ndim - 2,)), (batch, batch)),
+                            precision=precision, op="batch_matmul")
 
 
 # --- selection, barriers -------------------------------------------------------------------

@@ -220,14 +220,15 @@ def conv_general_permutations(dimension_numbers):
     return perm(lhs, "N", "C"), perm(rhs, "O", "I"), perm(out, "N", "C")
 
 
-def _conv_nc(lhs, rhs, dn, strides, padding, lhs_dilation, rhs_dilation, fgc, bgc, pref, op):
+def _conv_nc(lhs, rhs, dn, strides, padding, lhs_dilation, rhs_dilation, fgc, bgc, pref, op,
+             precision=None):
     """conv_general_dilated through NC.../OI... layouts given a ConvDimensionNumbers."""
     lhs, rhs = _arr(lhs, op), _arr(rhs, op)
     dn = conv_dimension_numbers(lhs.shape, rhs.shape, dn)
     x, w = transpose(lhs, dn.lhs_spec), transpose(rhs, dn.rhs_spec)
     out = _conv.conv_general_dilated(x, w, strides, padding, lhs_dilation, rhs_dilation,
                                feature_group_count=fgc, batch_group_count=bgc,
-                               preferred_element_type=pref)
+                               precision=precision, preferred_element_type=pref)
     return transpose(out, tuple(np.argsort(dn.out_spec)))
 
 
@@ -239,7 +240,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     if isinstance(dimension_numbers, ConvDimensionNumbers):
         return _conv_nc(lhs, rhs, dimension_numbers, window_strides, padding, lhs_dilation,
                         rhs_dilation, feature_group_count, batch_group_count,
-                        preferred_element_type, "conv_general_dilated")
+                        preferred_element_type, "conv_general_dilated", precision)
     return _conv.conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation,
                                       rhs_dilation, dimension_numbers, feature_group_count,
                                       batch_group_count, precision, preferred_element_type)
@@ -260,18 +261,19 @@ def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs
     rhs = reshape(broadcast_in_dim(eye, (c, size, size), (1, 2)), (c * size, 1) + filter_shape)
     canonical = ConvDimensionNumbers(dn.lhs_spec, tuple(range(x.ndim)), dn.out_spec)
     return _conv_nc(x, rhs, canonical, window_strides, padding, lhs_dilation, rhs_dilation, c, 1,
-                    preferred_element_type, op)
+                    preferred_element_type, op, precision)
 
 
 def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
     """conv_general_dilated with NC.../OI... layouts and no dilation."""
-    return conv_general_dilated(lhs, rhs, window_strides, padding,
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
                                 preferred_element_type=preferred_element_type)
 
 
 def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
                               precision=None, preferred_element_type=None):
     return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                precision=precision,
                                 preferred_element_type=preferred_element_type)
 
 
@@ -318,4 +320,4 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
         perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
         rhs = transpose(rhs, tuple(perm))
     return _conv_nc(lhs, rhs, dn, (1,) * (nd - 2), pads, strides, rd, 1, 1,
-                    preferred_element_type, op)
+                    preferred_element_type, op, precision)

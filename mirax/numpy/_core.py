@@ -15,7 +15,7 @@ from mirax.ops.common import (normalize_axes, normalize_axis, operand, short,
 from mirax.ops.common import result_dtype as _result_dtype
 from mirax.ops.common import check_size as _check_size
 from mirax.ops.creation import asarray as _asarray
-from mirax.ops.dot import dot_general
+from mirax.ops.dot import canonical_precision, dot_general
 
 # --- creation -------------------------------------------------------------------------------
 
@@ -393,7 +393,10 @@ def size(a):
 
 
 # --- products -------------------------------------------------------------------------------
-def matmul(a, b):
+def matmul(a, b, *, precision=None, preferred_element_type=None):
+    """precision (JAX's): None (the default_matmul_precision knob), mirax.lax.Precision,
+    "default"/"high"/"highest" or a pair; the CPU is exact at every setting."""
+    prec = canonical_precision(precision, "matmul")
     a, b = operand(a, "matmul"), operand(b, "matmul")
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError(f"matmul: operands must be at least 1-d, got {short(a)} and {short(b)}")
@@ -408,12 +411,14 @@ def matmul(a, b):
         raise ShapeError(f"matmul: batch dimensions do not broadcast: {short(a)} @ "
                          f"{short(b)}") from None
     if b2.ndim == 2:  # [..., M, K] @ [K, N]: one big matmul, no broadcast copies of b
-        out = dot_general(a2, b2, (((a2.ndim - 1,), (0,)), ((), ())))
+        out = dot_general(a2, b2, (((a2.ndim - 1,), (0,)), ((), ())), preferred_element_type,
+                          prec, "matmul")
     else:
         a3 = sh.broadcast_to(a2, batch + tuple(a2.shape[-2:]))
         b3 = sh.broadcast_to(b2, batch + tuple(b2.shape[-2:]))
         nb = len(batch)
-        out = dot_general(a3, b3, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
+        out = dot_general(a3, b3, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))),
+                          preferred_element_type, prec, "matmul")
     if a.ndim == 1:
         out = sh.squeeze(out, out.ndim - 2)
     if b.ndim == 1:
@@ -421,25 +426,35 @@ def matmul(a, b):
     return out
 
 
-def dot(a, b):
+def _scalar_product(a, b, pet):
+    out = ew.mul(a, b)
+    return out if pet is None else ew.convert_element_type(out, dtypes.canonicalize(pet))
+
+
+def dot(a, b, *, precision=None, preferred_element_type=None):
+    prec = canonical_precision(precision, "dot")
     a, b = operand(a, "dot"), operand(b, "dot")
     if a.ndim == 0 or b.ndim == 0:
-        return ew.mul(a, b)
+        return _scalar_product(a, b, preferred_element_type)
     if b.ndim <= 2:
-        return matmul(a, b)
-    return tensordot(a, b, ((a.ndim - 1,), (b.ndim - 2,)))
+        return matmul(a, b, precision=prec, preferred_element_type=preferred_element_type)
+    return tensordot(a, b, ((a.ndim - 1,), (b.ndim - 2,)), precision=prec,
+                     preferred_element_type=preferred_element_type)
 
 
-def vdot(a, b):
+def vdot(a, b, *, precision=None, preferred_element_type=None):
     """sum(conj(a) * b) over the flattened inputs (the first argument is conjugated)."""
-    return dot(ew.conj(ravel(a)), ravel(b))
+    return dot(ew.conj(ravel(a)), ravel(b), precision=precision,
+               preferred_element_type=preferred_element_type)
 
 
-def inner(a, b):
+def inner(a, b, *, precision=None, preferred_element_type=None):
+    prec = canonical_precision(precision, "inner")
     a, b = operand(a, "inner"), operand(b, "inner")
     if a.ndim == 0 or b.ndim == 0:
-        return ew.mul(a, b)
-    return tensordot(a, b, ((a.ndim - 1,), (b.ndim - 1,)))
+        return _scalar_product(a, b, preferred_element_type)
+    return tensordot(a, b, ((a.ndim - 1,), (b.ndim - 1,)), precision=prec,
+                     preferred_element_type=preferred_element_type)
 
 
 def outer(a, b):
@@ -447,7 +462,8 @@ def outer(a, b):
     return ew.mul(sh.reshape(a, (-1, 1)), sh.reshape(b, (1, -1)))
 
 
-def tensordot(a, b, axes=2):
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
+    prec = canonical_precision(precision, "tensordot")
     a, b = operand(a, "tensordot"), operand(b, "tensordot")
     if isinstance(axes, int):
         ax_a = tuple(range(a.ndim - axes, a.ndim))
@@ -458,4 +474,5 @@ def tensordot(a, b, axes=2):
         ax_b = (ax_b,) if isinstance(ax_b, int) else tuple(ax_b)
         ax_a = tuple(normalize_axis(x, a.ndim, "tensordot", a) for x in ax_a)
         ax_b = tuple(normalize_axis(x, b.ndim, "tensordot", b) for x in ax_b)
-    return dot_general(a, b, ((ax_a, ax_b), ((), ())))
+    return dot_general(a, b, ((ax_a, ax_b), ((), ())), preferred_element_type, prec,
+                       "tensordot")

@@ -18,7 +18,7 @@ from mirax.ops import elementwise as ew
 from mirax.ops import reduction as red
 from mirax.ops import shape as sh
 from mirax.ops.common import operand, promote, short
-from mirax.ops.dot import dot_general
+from mirax.ops.dot import canonical_precision, dot_general
 
 __all__ = ["einsum", "einsum_path"]
 
@@ -139,6 +139,7 @@ def einsum(subscripts, *operands, optimize="greedy", precision=None,
            preferred_element_type=None, _use_xeinsum=False):
     if not isinstance(subscripts, str):
         subscripts, operands = _from_sublists((subscripts,) + tuple(operands))
+    prec = canonical_precision(precision, "einsum")
     xs = [operand(x, "einsum") for x in operands]
     if not xs:
         raise ValueError("einsum: at least one operand is required")
@@ -160,7 +161,7 @@ def einsum(subscripts, *operands, optimize="greedy", precision=None,
         contract = [c for c in shared if c not in later]
         dn = ((tuple(lab.index(c) for c in contract), tuple(ylab.index(c) for c in contract)),
               (tuple(lab.index(c) for c in batch), tuple(ylab.index(c) for c in batch)))
-        x = dot_general(x, y, dn)
+        x = dot_general(x, y, dn, precision=prec, op="einsum")
         lab = batch + [c for c in lab if c not in shared] + [c for c in ylab if c not in shared]
     x, lab = _sum_labels(x, lab, set(out))
     x = sh.transpose(x, tuple(lab.index(c) for c in out))

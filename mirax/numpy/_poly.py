@@ -19,6 +19,7 @@ from mirax.ops import elementwise as ew
 from mirax.ops import shape as sh
 from mirax.ops.common import normalize_axis, operand, promote, short
 from mirax.ops.conv import conv_general_dilated
+from mirax.ops.dot import canonical_precision
 from mirax.numpy import linalg
 from mirax.transforms.vmap import vmap
 
@@ -40,7 +41,8 @@ __all__ = [
 
 
 # --- convolution and polynomials --------------------------------------------------------------
-def _conv1d(a, v, mode, op):
+def _conv1d(a, v, mode, op, precision=None):
+    precision = canonical_precision(precision, op)
     x, y = _promote_inexact(op, a, v)
     if x.ndim != 1 or y.ndim != 1:
         raise ValueError(f"{op}: only 1-d inputs are supported, got {short(x)} and {short(y)}")
@@ -57,19 +59,19 @@ def _conv1d(a, v, mode, op):
     if mode not in pads:
         raise ValueError(f"{op}: mode must be 'full', 'same' or 'valid', got {mode!r}")
     out = conv_general_dilated(sh.reshape(x, (1, 1, -1)), sh.reshape(y, (1, 1, -1)), (1,),
-                               [pads[mode]])
+                               [pads[mode]], precision=precision)
     out = sh.reshape(out, (out.shape[-1],))
     return sh.rev(out, (0,)) if flip_out else out
 
 
 def convolve(a, v, mode="full", *, precision=None, preferred_element_type=None):
     """1-d discrete convolution (differentiable in both inputs)."""
-    return _conv1d(a, v, mode, "convolve")
+    return _conv1d(a, v, mode, "convolve", precision)
 
 
 def correlate(a, v, mode="valid", *, precision=None, preferred_element_type=None):
     """1-d cross-correlation: out[k] = sum_n a[n + k] v[n] (real inputs)."""
-    return _conv1d(a, v, mode, "correlate")
+    return _conv1d(a, v, mode, "correlate", precision)
 
 
 def _poly(p, op):

@@ -22,12 +22,14 @@ from mirax.core.trace import aval_of
 from mirax.core.errors import DTypeError, ShapeError
 from mirax.ops.common import batch_size, float_operand, promote, short, static_int
 from mirax.ops.composite import composite
+from mirax.ops.dot import canonical_precision, hide_default_precision
 from mirax.ops.elementwise import add, convert_element_type, div
 from mirax.ops.reduction import reduce_max, reduce_sum
 from mirax.ops.shape import moveaxis, pad, reshape, rev, slice, stack, transpose
 from mirax.interpreters.vmap import move_bdim
 
 conv_general_dilated_p = Primitive("conv_general_dilated")
+conv_general_dilated_p.format_params = hide_default_precision
 
 
 def _dilate_shape(n, d):
@@ -46,7 +48,7 @@ def _conv_out_shape(lhs_shape, rhs_shape, window_strides, padding, lhs_dilation,
 
 @conv_general_dilated_p.def_abstract_eval
 def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                        feature_group_count):
+                        feature_group_count, precision="default"):
     g = feature_group_count
     if lhs.ndim != rhs.ndim or lhs.ndim < 3 or lhs.shape[1] != rhs.shape[1] * g or \
             rhs.shape[0] % g or len(window_strides) != lhs.ndim - 2:
@@ -94,7 +96,8 @@ def _windows(x, kernel, strides, dilation):
 
 @conv_general_dilated_p.def_impl
 def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-               feature_group_count):
+               feature_group_count, precision="default"):
+    """Exact at every precision (NumPy's GEMM in the operands' dtype)."""
     x = np.ascontiguousarray(_np_dilate_pad(lhs, padding, lhs_dilation))
     win = _windows(x, rhs.shape[2:], window_strides, rhs_dilation)
     n, c = x.shape[:2]
@@ -130,7 +133,7 @@ def _conv_jvp(primals, tangents, **params):
 
 @conv_general_dilated_p.def_vjp
 def _conv_vjp(ct, out, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-              feature_group_count):
+              feature_group_count, precision="default"):
     la, ra = aval_of(lhs), aval_of(rhs)
     nsp, g = la.ndim - 2, feature_group_count
     sp = tuple(range(2, 2 + nsp))
@@ -149,7 +152,7 @@ def _conv_vjp(ct, out, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_d
         pads.append((before, ld + rd - 1 - od - before))
     d_lhs = _bind_conv(ct, rev(w, sp), window_strides=lhs_dilation, padding=tuple(pads),
                        lhs_dilation=window_strides, rhs_dilation=rhs_dilation,
-                       feature_group_count=g)
+                       feature_group_count=g, precision=precision)
     # d rhs: lhs (channels as batch) convolved with ct (as kernel), groups kept apart:
     # lhs [N, G*Cg, S] -> [Cg, G*N, S]; ct [N, G*Og, P] -> [G*Og, N, P]
     n = la.shape[0]
@@ -165,7 +168,7 @@ def _conv_vjp(ct, out, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_d
         pads.append((lo, (od - ld) + (rd - lo - 1)))
     d_rhs = _bind_conv(x, k, window_strides=rhs_dilation, padding=tuple(pads),
                        lhs_dilation=lhs_dilation, rhs_dilation=window_strides,
-                       feature_group_count=g)                  # [Cg, G*Og, K]
+                       feature_group_count=g, precision=precision)  # [Cg, G*Og, K]
     d_rhs = transpose(d_rhs, (1, 0) + sp)
     if tuple(d_rhs.shape[2:]) != tuple(k_sp):  # strides that skip the kernel's tail
         d_rhs = slice(d_rhs, (0,) * la.ndim, tuple(d_rhs.shape[:2]) + tuple(k_sp))
@@ -239,6 +242,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     group g, and the output batch is N / G; computed as one grouped convolution with the
     batch groups moved into the channels."""
     op = "conv_general_dilated"
+    prec = canonical_precision(precision, op)
     lhs, rhs = promote(op, float_operand(lhs, op), float_operand(rhs, op))
     if preferred_element_type is not None:
         pref = dtypes.canonicalize(preferred_element_type)
@@ -265,7 +269,8 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     pads = _normalize_padding(padding, lhs.shape[2:], rhs.shape[2:], strides, ld, rd, op)
     out = conv_general_dilated_p.bind(lhs, rhs, window_strides=strides, padding=pads,
                                       lhs_dilation=ld, rhs_dilation=rd,
-                                      feature_group_count=int(feature_group_count))
+                                      feature_group_count=int(feature_group_count),
+                                      precision=prec)
     if dimension_numbers is not None:
         out = transpose(out, tuple(np.argsort(_layout_perm(ospec, "N", "C"))))
     return out

@@ -41,10 +41,12 @@ def _H(x):
 
 
 def _mm(a, b):
-    """Batched matmul of (..., m, k) and (..., k, n) with equal batch dims."""
+    """Batched matmul of (..., m, k) and (..., k, n) with equal batch dims; exact float32
+    on every device ("highest"), as JAX's linalg rules make their products: derivatives of
+    factorizations lose too much at TF32."""
     nb = aval_of(a).ndim - 2
     batch = tuple(range(nb))
-    return dot_general(a, b, (((nb + 1,), (nb,)), (batch, batch)))
+    return dot_general(a, b, (((nb + 1,), (nb,)), (batch, batch)), precision="highest")
 
 
 def _eye(n, dtype):

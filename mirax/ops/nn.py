@@ -564,9 +564,10 @@ def _attn_valid(mask, shape, is_causal, window):
     return valid
 
 
-def _attn_body(*args, scale, is_causal, window, has_mask, has_bias):
+def _attn_body(*args, scale, is_causal, window, has_mask, has_bias, precision="default"):
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
-    s = mul(dot_ops.dot_general(q, k, (((3,), (3,)), ((0, 2), (0, 2)))), scale)  # [B,H,T,S]
+    s = mul(dot_ops.dot_general(q, k, (((3,), (3,)), ((0, 2), (0, 2))), precision=precision),
+            scale)  # [B,H,T,S]
     if bias is not None:
         s = add(s, bias)
     valid = _attn_valid(mask, s.shape, is_causal, window)
@@ -579,7 +580,8 @@ def _attn_body(*args, scale, is_causal, window, has_mask, has_bias):
         den = reduce_sum(e, (3,))
         den = select(gt(den, 0), den, add(zeros_like(den), 1.0))
         p = div(e, _back(den, s.shape, (3,)))
-    o = dot_ops.dot_general(p, v, (((3,), (1,)), ((0, 1), (0, 2))))  # [B,H,T,Dv]
+    o = dot_ops.dot_general(p, v, (((3,), (1,)), ((0, 1), (0, 2))),
+                            precision=precision)  # [B,H,T,Dv]
     return shape_ops.transpose(o, (0, 2, 1, 3))
 
 
@@ -600,7 +602,7 @@ def _attn_probs_np(q, k, mask, bias, scale, is_causal, window):
     return cast_like(e / np.where(den > 0, den, 1), q)
 
 
-def _attn_impl(*args, scale, is_causal, window, has_mask, has_bias):
+def _attn_impl(*args, scale, is_causal, window, has_mask, has_bias, precision="default"):
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
     p = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)
     return cast_like(np.matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), q)
@@ -612,7 +614,8 @@ def _np_unbroadcast(g, shape):
     return np.sum(g, axis=axes).reshape(shape) if axes else g
 
 
-def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask, has_bias):
+def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask, has_bias,
+                   precision="default"):
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
     p = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)  # [B,H,T,S]
     do = ct.transpose(0, 2, 1, 3)  # [B,H,T,Dv]
@@ -633,6 +636,8 @@ def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask
 dot_product_attention_p = composite(
     "dot_product_attention", _attn_body, impl=_attn_impl, bwd_impl=_attn_bwd_impl
 )
+dot_product_attention_p.format_params = dot_ops.hide_default_precision
+dot_product_attention_p.bwd.format_params = dot_ops.hide_default_precision
 
 
 def _attn_extra(x, shape, op, what, is_mask):
@@ -646,13 +651,17 @@ def _attn_extra(x, shape, op, what, is_mask):
 
 
 def dot_product_attention(
-    q, k, v, mask=None, is_causal=False, bias=None, sliding_window=None, scale=None
+    q, k, v, mask=None, is_causal=False, bias=None, sliding_window=None, scale=None,
+    precision=None
 ):
     """softmax(q k^T * scale + bias, masked) v over q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv].
 
     `sliding_window` w (or (left, right)) lets query t attend keys t-left .. t+right, as
-    JAX's local_window_size; with is_causal, right is 0 anyway."""
+    JAX's local_window_size; with is_causal, right is 0 anyway. `precision` (as for
+    matmul) is that of the two products where they are made as products (the composite's
+    body); the fused CUDA kernels are at least as exact as asked at every setting."""
     op = "dot_product_attention"
+    prec = dot_ops.canonical_precision(precision, op)
     q, k, v = promote(op, float_operand(q, op), float_operand(k, op), float_operand(v, op))
     if (
         not (q.ndim == k.ndim == v.ndim == 4)
@@ -681,5 +690,4 @@ def dot_product_attention(
     scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else static_float(scale, op, "scale")
     return dot_product_attention_p.bind(*args, scale=scale, is_causal=bool(is_causal),
                                         window=sliding_window, has_mask=mask is not None,
-                                        has_bias=bias is not None)
-
+                                        has_bias=bias is not None, precision=prec)

@@ -5,7 +5,8 @@ graph through the `call` primitive.
 transform its rules transform the graph itself (jvp / vjp / vmap of `eval_graph`,
 staged into a new graph and cached), so grad of jit and vmap of jit stay compiled; when
 staged inside another jit it is inlined. The cache key is (pytree structure, avals with
-weak types, static arguments, device); `cache_info()` counts hits, misses and evictions.
+weak types, static arguments, the default_matmul_precision knob, device); `cache_info()`
+counts hits, misses and evictions.
 """
 from __future__ import annotations
 
@@ -99,9 +100,11 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
+        # the knob resolves the precision of the products traced without one: part of the key
+        prec = config.get("default_matmul_precision")
         if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0]:
             try:
-                fkey = tuple([(a._buf.shape, a._buf.dtype, a._weak) for a in args])
+                fkey = (prec, *[(a._buf.shape, a._buf.dtype, a._weak) for a in args])
                 entry = self._fast.get(fkey)
             except AttributeError:  # not all Arrays (or a tracer): the general path
                 entry = None
@@ -124,7 +127,7 @@ class Jitted:
                 return tree.unflatten(out_tree, [Array(o, False) for o in outs])
         statics, dyn, kw_dyn = self._split(args, kwargs)
         leaves, in_tree = tree.flatten((dyn, kw_dyn))
-        key = (in_tree, tuple(map(_leaf_key, leaves)), statics)
+        key = (in_tree, tuple(map(_leaf_key, leaves)), statics, prec)
         # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
         # tracing sees the key's avals and an output that is an input is still an Array
         leaves = [x if isinstance(x, (Array, Tracer)) else operand(x, "jit") for x in leaves]
@@ -168,7 +171,7 @@ class Jitted:
             fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)
             with self._lock:
                 if key in self.cache:  # (not evicted meanwhile by another thread)
-                    self._fast[tuple(k for k in key[1])] = fast
+                    self._fast[(prec, *key[1])] = fast
         return tree.unflatten(out_tree, outs)
 
     def _trace(self, args, kwargs, leaves, in_tree):
@@ -229,9 +232,9 @@ class Jitted:
               "the argument structure changed"), file=sys.stderr)
 
     def _signature(self, key, args, kwargs) -> dict:
-        in_tree, leaf_keys, statics = key
+        in_tree, leaf_keys, statics, prec = key
         names = self._leaf_names(args, kwargs)
-        sig = {}
+        sig = {"default_matmul_precision": prec}
         for n, (shape, dtype, weak) in zip(names, leaf_keys):
             sig[n] = f"{dtypes.short_name(dtype)}[{','.join(map(str, shape))}]" + (
                 " (weak type)" if weak else "")

@@ -18,7 +18,8 @@ Three paths, one rule (`path`):
   atomics. P and dS round to the operand type before their products, as in
   FlashAttention-2.
 - "blas", float32 backward of large cases (T*S >= BLAS_MIN_SCORES): per batch and chunk of
-  heads, the scores as cuBLAS strided-batched SGEMMs (exact float32, no TF32) into a
+  heads, the scores as cuBLAS strided-batched SGEMMs (exact float32 at the op's precision
+  "highest" and "high"; TF32 tensor cores at "default", as dot_general) into a
   bounded buffer (BLAS_MAX_BYTES), a masked-softmax row kernel, dP by SGEMM, a row kernel
   for dS = P * (dP - delta), and dq, dk, dv by SGEMM (cuBLAS through library's ctypes
   handle, which a CUDA-graph capture can take).
@@ -56,7 +57,8 @@ import numpy as np
 from mirax.core import config
 from mirax.backends.cuda import attention_kernels as kernels
 from mirax.backends.cuda import library
-from mirax.backends.cuda.library import COMPUTE_32F, CUDA_TYPE, GEMM_DEFAULT, LOW
+from mirax.backends.cuda.library import (
+    COMPUTE_32F, COMPUTE_32F_FAST_TF32, CUDA_TYPE, GEMM_DEFAULT, LOW)
 from mirax.core import dtypes
 from mirax.backends.cuda.codegen import _debug
 from mirax.backends.cuda.runtime import body_impl
@@ -161,10 +163,15 @@ def _bstrides(x):
 class _Call:
     """One call's operands (padded for its path) and the launch arguments its kernels share."""
 
-    def __init__(self, q, k, v, mask, bias, scale, is_causal, window, backward):
+    def __init__(self, q, k, v, mask, bias, scale, is_causal, window, backward,
+                 precision="highest"):
         self.B, self.T, self.H, self.D0 = q.shape
         self.S, self.DV0 = k.shape[1], v.shape[3]
         self.dtype = np.dtype(q.dtype)
+        # the cuBLAS path's products: TF32 for float32 at "default" (the kernels of the
+        # other paths are exact float32 or f16/bf16 with float32 accumulation anyway)
+        self.compute = (COMPUTE_32F_FAST_TF32 if precision == "default" and
+                        self.dtype == np.dtype(np.float32) else COMPUTE_32F)
         self.path = path(self.dtype, self.T, self.S, backward)
         mult = 16 if self.path == "tc" else 4
         self.D, self.DV = _pad(self.D0, mult), _pad(self.DV0, mult)
@@ -275,8 +282,9 @@ def _tc_backward(c, do, delta, dq, dk, dv, dbias):
 
 
 # --- cuBLAS + row kernels ---------------------------------------------------------------------
-def _gemm(m, n, k, a, b, out, batch, alpha=1.0):
-    """Per batch i: row-major out_i[m, n] = op(a_i) @ op(b_i), float32 accumulation.
+def _gemm(m, n, k, a, b, out, batch, alpha=1.0, compute=COMPUTE_32F):
+    """Per batch i: row-major out_i[m, n] = op(a_i) @ op(b_i), float32 accumulation
+    (`compute`: COMPUTE_32F_FAST_TF32 for float32 operands rounded to TF32).
 
     a, b: (pointer, cuda type, row stride, batch stride, transposed?), out: the same less the
     flag. Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (b, a), each
@@ -289,7 +297,7 @@ def _gemm(m, n, k, a, b, out, batch, alpha=1.0):
         al, be = ctypes.c_float(alpha), ctypes.c_float(0.0)
         library._check(blas.batched(blas.handle(), int(tb), int(ta), n, m, k, ctypes.byref(al),
                                     bp, bt, ldb, sb, ap, at, lda, sa, ctypes.byref(be), cp_,
-                                    ct, ldc, sc, batch, COMPUTE_32F, GEMM_DEFAULT),
+                                    ct, ldc, sc, batch, compute, GEMM_DEFAULT),
                        "cublasGemmStridedBatchedEx")
         return
     from cupy_backends.cuda.libs import cublas
@@ -298,7 +306,7 @@ def _gemm(m, n, k, a, b, out, batch, alpha=1.0):
     al, be = np.array([alpha], np.float32), np.zeros(1, np.float32)
     cublas.gemmStridedBatchedEx(handle, int(tb), int(ta), n, m, k, al.ctypes.data,
                                 bp, bt, ldb, sb, ap, at, lda, sa, be.ctypes.data,
-                                cp_, ct, ldc, sc, batch, COMPUTE_32F, GEMM_DEFAULT)
+                                cp_, ct, ldc, sc, batch, compute, GEMM_DEFAULT)
 
 
 class _Blas:
@@ -341,7 +349,7 @@ class _Blas:
         """P of the chunk: scores = q k^T by SGEMM, then the masked-softmax row kernel."""
         c = self.c
         _gemm(c.T, c.S, c.D, self.op(c.q, b, h0, c.T, c.D), self.op(c.k, b, h0, c.S, c.D, True),
-              self.scores(self.sc, dtype=self.f32)[:4], nh)
+              self.scores(self.sc, dtype=self.f32)[:4], nh, compute=c.compute)
         self.aux.get_function("mx_rows_softmax")(
             (-(-nh * c.T // 4),), (128,), (_ptr(self.sc), _ptr(self.p), *c.extra, np.int32(b),
                                           np.int32(h0), np.int32(nh), np.int32(c.T),
@@ -353,7 +361,7 @@ def _blas_forward(c, o):
     for b, h0, nh in run.chunks():
         run.probs(b, h0, nh)
         _gemm(c.T, c.DV, c.S, run.scores(run.p), run.op(c.v, b, h0, c.S, c.DV),
-              run.op(o, b, h0, c.T, c.DV)[:4], nh)
+              run.op(o, b, h0, c.T, c.DV)[:4], nh, compute=c.compute)
 
 
 def _blas_backward(c, do, delta, dq, dk, dv, dbias):
@@ -363,16 +371,18 @@ def _blas_backward(c, do, delta, dq, dk, dv, dbias):
         run.probs(b, h0, nh)
         dob = run.op(do, b, h0, c.T, c.DV)
         _gemm(c.T, c.S, c.DV, dob, run.op(c.v, b, h0, c.S, c.DV, True),
-              run.scores(run.dp, dtype=run.f32)[:4], nh)                      # dP = dO v^T
+              run.scores(run.dp, dtype=run.f32)[:4], nh, compute=c.compute)   # dP = dO v^T
         ds_fn((nh * c.T,), (256,), (_ptr(run.p), _ptr(run.dp), _ptr(delta), _ptr(run.ds),
                                     _ptr(dbias), np.int32(b), np.int32(h0), np.int32(nh),
                                     np.int32(c.T), np.int32(c.S), np.int32(c.H)))
         _gemm(c.S, c.DV, c.T, run.scores(run.p, True), dob,
-              run.op(dv, b, h0, c.S, c.DV)[:4], nh)                           # dv = P^T dO
+              run.op(dv, b, h0, c.S, c.DV)[:4], nh, compute=c.compute)        # dv = P^T dO
         _gemm(c.T, c.D, c.S, run.scores(run.ds), run.op(c.k, b, h0, c.S, c.D),
-              run.op(dq, b, h0, c.T, c.D)[:4], nh, alpha=float(c.scale))      # dq = dS k
+              run.op(dq, b, h0, c.T, c.D)[:4], nh, alpha=float(c.scale),
+              compute=c.compute)                                              # dq = dS k
         _gemm(c.S, c.D, c.T, run.scores(run.ds, True), run.op(c.q, b, h0, c.T, c.D),
-              run.op(dk, b, h0, c.S, c.D)[:4], nh, alpha=float(c.scale))      # dk = dS^T q
+              run.op(dk, b, h0, c.S, c.D)[:4], nh, alpha=float(c.scale),
+              compute=c.compute)                                              # dk = dS^T q
 
 
 # --- forward and backward ---------------------------------------------------------------------
@@ -380,8 +390,9 @@ _FORWARD = {"simt": _simt_forward, "tc": _tc_forward, "blas": _blas_forward}
 _BACKWARD = {"simt": _simt_backward, "tc": _tc_backward, "blas": _blas_backward}
 
 
-def forward(q, k, v, mask, bias, *, scale, is_causal, window):
-    c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=False)
+def forward(q, k, v, mask, bias, *, scale, is_causal, window, precision="highest"):
+    c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=False,
+              precision=precision)
     o = cp.empty((c.B, c.T, c.H, c.DV), c.dtype)
     if c.T and c.S:
         _FORWARD[c.path](c, o)
@@ -405,9 +416,10 @@ def _delta(c, ct, out):
     return delta
 
 
-def backward(ct, out, q, k, v, mask, bias, *, scale, is_causal, window):
+def backward(ct, out, q, k, v, mask, bias, *, scale, is_causal, window, precision="highest"):
     """[dq, dk, dv, dbias or None]."""
-    c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=True)
+    c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=True,
+              precision=precision)
     dq = cp.zeros((c.B, c.T, c.H, c.D), c.dtype)
     dk = cp.zeros((c.B, c.S, c.H, c.D), c.dtype)
     dv = cp.zeros((c.B, c.S, c.H, c.DV), c.dtype)
@@ -446,6 +458,7 @@ def impl(be, prim):
 
     def run(*bufs, **params):
         opts = {k: params[k] for k in ("scale", "is_causal", "window")}
+        opts["precision"] = params.get("precision", "highest")
         if is_bwd:
             nout = params["nout"]
             cts, outs, primals = bufs[:nout], bufs[nout:2 * nout], bufs[2 * nout:]

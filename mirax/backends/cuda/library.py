@@ -159,10 +159,14 @@ def pad(x, v, *, padding_config):
 # --- dot_general ------------------------------------------------------------------------------
 # cuBLAS through ctypes on a handle of our own: CuPy's cuBLAS wrappers refuse to run while a
 # stream is being captured (graphs.py), and a capture-safe GEMM is what makes a training
-# step capturable. float32 stays full float32 (no TF32), 16-bit floats accumulate in float32.
+# step capturable. 16-bit floats accumulate in float32. float32 follows the product's
+# precision param (ops/dot.py): "default" takes TF32 tensor cores (the FAST_TF32 compute
+# type: operands rounded to 10 mantissa bits, float32 accumulation), "high" 3xTF32
+# (`_gemm_3xtf32`), "highest" exact float32 (the SGEMM). float64 is exact always.
 CUDA_TYPE = {np.dtype(np.float16): 2, dtypes.bfloat16: 14, np.dtype(np.float32): 0,
              np.dtype(np.float64): 1}
 COMPUTE_32F, COMPUTE_64F = 68, 70  # cublasComputeType_t
+COMPUTE_32F_FAST_TF32 = 77
 GEMM_DEFAULT = -1  # CUBLAS_GEMM_DEFAULT
 _WORKSPACE = 32 << 20  # bytes: cuBLAS's own pool would allocate inside a capture
 
@@ -260,9 +264,11 @@ def _operand(x):
     return x, False, max(x.shape[1], 1)
 
 
-def _gemm(a, b):
+def _gemm(a, b, precision="highest", c=None):
     """Row-major a[m,k] @ b[k,n] (or a[nb,m,k] @ b[nb,k,n]) by cublasGemmEx (strided
     batched for 3-d), or None where this path does not apply (dtype, no cuBLAS).
+    `precision` (float32 only): "default" TF32, "high" 3xTF32, "highest" exact. `c`: a
+    float32 buffer to accumulate into (C += A B; TF32 products only, for 3xTF32).
 
     Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets (b, a)."""
     blas = _get_blas()
@@ -270,15 +276,22 @@ def _gemm(a, b):
     if blas is None or t is None or b.dtype != a.dtype:
         return None
     f64 = t == 1
-    one, zero = (blas.one64, blas.zero64) if f64 else (blas.one32, blas.zero32)
-    compute = COMPUTE_64F if f64 else COMPUTE_32F
+    if t == 0 and precision == "high" and c is None:
+        return _gemm_3xtf32(a, b)
+    one = blas.one64 if f64 else blas.one32
+    zero = blas.zero64 if f64 else (blas.zero32 if c is None else blas.one32)  # beta
+    compute = COMPUTE_64F if f64 else (
+        COMPUTE_32F_FAST_TF32 if t == 0 and precision in ("default", "high") else COMPUTE_32F)
     ref = ctypes.byref
     if a.ndim == 2:
         m, k = a.shape
         n = b.shape[1]
-        c = cp.empty((m, n), a.dtype)
-        if m == 0 or n == 0 or k == 0:
-            c.fill(0)
+        if c is None:
+            c = cp.empty((m, n), a.dtype)
+            if m == 0 or n == 0 or k == 0:
+                c.fill(0)
+                return c
+        elif m == 0 or n == 0 or k == 0:
             return c
         a, ta, lda = _operand(a)
         b, tb, ldb = _operand(b)
@@ -288,9 +301,12 @@ def _gemm(a, b):
         return c
     nb, m, k = a.shape
     n = b.shape[2]
-    c = cp.empty((nb, m, n), a.dtype)
-    if c.size == 0 or k == 0:
-        c.fill(0)
+    if c is None:
+        c = cp.empty((nb, m, n), a.dtype)
+        if c.size == 0 or k == 0:
+            c.fill(0)
+            return c
+    elif c.size == 0 or k == 0:
         return c
     a, b = cp.ascontiguousarray(a), cp.ascontiguousarray(b)
     _check(blas.batched(blas.handle(), 0, 0, n, m, k, ref(one), b.data.ptr, t, n, k * n,
@@ -299,13 +315,46 @@ def _gemm(a, b):
     return c
 
 
-def _matmul(a, b):
-    """a @ b, 2-d or batched 3-d: cuBLAS (_gemm) where it applies, else cp.matmul."""
-    out = _gemm(a, b)
+# x = hi + lo with hi = x's top 11 significant bits (TF32 holds it exactly: the low 13
+# mantissa bits cleared) and lo = x - hi (exact in float32; TF32 keeps its top 11 bits,
+# an error of at most 2^-21 |x|). Non-finite x: hi = x, lo = 0 (a cleared NaN payload
+# could read as inf, and inf - inf would make a NaN).
+_split_tf32 = cp.ElementwiseKernel(
+    "float32 x", "float32 hi, float32 lo",
+    "const bool fin = isfinite(x);"
+    "hi = fin ? __uint_as_float(__float_as_uint(x) & 0xFFFFE000u) : x;"
+    "lo = fin ? x - hi : 0.0f;",
+    "mirax_split_tf32")
+
+
+# c + d where c is finite, else c: the exact product is then non-finite as c is (an inf or
+# NaN operand reaches c through its hi part), and d could add a NaN of its own (inf * 0
+# where an inf's hi part meets a zero lo part)
+_combine_3xtf32 = cp.ElementwiseKernel(
+    "float32 c, float32 d", "float32 out", "out = isfinite(c) ? c + d : c;",
+    "mirax_combine_3xtf32")
+
+
+def _gemm_3xtf32(a, b):
+    """float32 a @ b as three TF32 tensor-core products accumulated in float32:
+    hi_a hi_b + (lo_a hi_b + hi_a lo_b) (lo_a lo_b, about 2^-20 of the product at most,
+    dropped; the corrections summed first). The error is about float32's at the speed of
+    three TF32 GEMMs (NVIDIA's 3xTF32; CUTLASS's "fast accurate" SGEMM)."""
+    a_hi, a_lo = _split_tf32(a)
+    b_hi, b_lo = _split_tf32(b)
+    d = _gemm(a_lo, b_hi, "default")
+    _gemm(a_hi, b_lo, "default", d)
+    return _combine_3xtf32(_gemm(a_hi, b_hi, "default"), d)
+
+
+def _matmul(a, b, precision="highest"):
+    """a @ b, 2-d or batched 3-d: cuBLAS (_gemm) where it applies, else cp.matmul (exact:
+    CuPy's handle computes float32 in float32)."""
+    out = _gemm(a, b, precision)
     return out if out is not None else cp.matmul(a, b)
 
 
-def dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
+def dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type, precision="default"):
     (lc, rc), (lb, rb) = dimension_numbers
     lf = tuple(i for i in range(lhs.ndim) if i not in lc and i not in lb)
     rf = tuple(i for i in range(rhs.ndim) if i not in rc and i not in rb)
@@ -318,9 +367,9 @@ def dot_general(lhs, rhs, *, dimension_numbers, preferred_element_type):
     a_ = cp.transpose(lhs, lb + lf + lc)
     b_ = cp.transpose(rhs, rb + rc + rf)
     if nb == 1:
-        out = _matmul(a_.reshape(m, k), b_.reshape(k, n))
+        out = _matmul(a_.reshape(m, k), b_.reshape(k, n), precision)
     else:
-        out = _matmul(a_.reshape(nb, m, k), b_.reshape(nb, k, n))
+        out = _matmul(a_.reshape(nb, m, k), b_.reshape(nb, k, n), precision)
     shape = bshape + tuple(lhs.shape[a] for a in lf) + tuple(rhs.shape[a] for a in rf)
     return out.reshape(shape).astype(out_dtype, copy=False)
 
