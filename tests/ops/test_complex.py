@@ -129,7 +129,7 @@ def _unary_cases():
     ]
 
 
-_FAST = {"exp", "abs", "angle", "mul_conj", "abs_pow", "matmul", "var", "solve", "vdot"}
+_FAST = {"exp", "abs", "mul_conj", "matmul", "solve"}
 
 
 def _params(cases):
