@@ -10,7 +10,10 @@ Two kinds, both computing what the reference impl computes:
   numba loop where numba is present (_rows.py), else each block of rows into the flat
   output with one 1-d `np.add.at` (NumPy's fast path); both accumulate in index order,
   bitwise equal to the reference. gelu (tanh form) and its
-  backward run in cache-sized blocks with in-place temporaries (equal up to rounding).
+  backward run in cache-sized blocks with in-place temporaries (equal up to rounding),
+  the blocks on the thread pool (threads.py).
+GEMMs set the BLAS thread count from their size first (threads.gemm); a stack of small
+products (attention heads) is split over the pool instead, one BLAS thread per product.
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
 from __future__ import annotations
@@ -19,6 +22,9 @@ import math
 from typing import Callable
 
 import numpy as np
+
+from mirax.backends.cpu import parallel
+from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, gemm, gemm_threads, parts, pool
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
@@ -65,22 +71,47 @@ def _dot_general(node):
             y = (y if tb is None else y.transpose(tb)).reshape(sb)
             return np.einsum(subs, x, y).reshape(out_shape)
         return outer
+    flops = 2 * b * m * k * n   # BLAS threads are set from the product's size
     if lb:  # stacked: contiguous stacks so that every matrix goes to BLAS
         sa, sb = (b, m, k), (b, k, n)
 
-        def run(x, y):
+        per = flops // b    # NumPy calls BLAS once per matrix of the stack
+        if gemm_threads(per) > 1 or flops < 2 * GEMM_FLOPS_PER_THREAD:
+            def run(x, y):
+                x = np.ascontiguousarray(x if ta is None else x.transpose(ta)).reshape(sa)
+                y = np.ascontiguousarray(y if tb is None else y.transpose(tb)).reshape(sb)
+                gemm(per)
+                return np.matmul(x, y).reshape(out_shape)
+            return run
+        # many small products (attention heads): the stack split over the pool, one BLAS
+        # thread each (the same BLAS call per matrix: bitwise equal)
+        step = max(1, GEMM_FLOPS_PER_THREAD // max(per, 1))
+        ps = parts(b, step)
+
+        def run_stack(x, y):
             x = np.ascontiguousarray(x if ta is None else x.transpose(ta)).reshape(sa)
             y = np.ascontiguousarray(y if tb is None else y.transpose(tb)).reshape(sb)
-            return np.matmul(x, y).reshape(out_shape)
-        return run
+            out = np.empty((b, m, n), dt)
+            gemm(per)
+
+            def part(i):
+                s, e = ps[i]
+                np.matmul(x[s:e], y[s:e], out=out[s:e])
+            pool.map(part, len(ps))
+            return out.reshape(out_shape)
+        return run_stack
     sa, sb = (m, k), (k, n)
     plain = (ta is None and tb is None and la.shape == sa and ra.shape == sb)
     if plain:
-        return np.matmul
+        def matmul(x, y):
+            gemm(flops)
+            return np.matmul(x, y)
+        return matmul
 
     def run(x, y):  # 2-d matmul takes transposed views as they are (BLAS trans flags)
         x = (x if ta is None else x.transpose(ta)).reshape(sa)
         y = (y if tb is None else y.transpose(tb)).reshape(sb)
+        gemm(flops)
         return np.matmul(x, y).reshape(out_shape)
     return run
 
@@ -91,7 +122,8 @@ def _fusion(node):
     return (loops if loops.eligible(members) else blocked).compile_fusion(node)
 
 
-_SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion}
+_SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion, "reduce_sum": parallel.reduction,
+               "reduce_max": parallel.reduction, "reduce_min": parallel.reduction}
 
 
 def mul_sum(mul_node, sum_node) -> Callable | None:
@@ -160,10 +192,12 @@ def _gelu(x, *, approximate):
         return _gelu_impl(x, approximate=approximate)
     out = np.empty(x.shape, x.dtype)
     (xf, of), blocks = _blocks(x, out)
-    buf = np.empty(min(BLOCK, xf.size), x.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for s, e in blocks:   # 0.5 x (1 + tanh(sqrt(2/pi) x (1 + c x^2)))
-            xs, t = xf[s:e], buf[:e - s]
+
+    def block(i):   # blocks run on the thread pool
+        s, e = blocks[i]
+        with np.errstate(over="ignore", invalid="ignore"):
+            # 0.5 x (1 + tanh(sqrt(2/pi) x (1 + c x^2)))
+            xs, t = xf[s:e], np.empty(e - s, x.dtype)
             np.multiply(xs, xs, out=t)
             t *= _C
             t += 1
@@ -173,6 +207,7 @@ def _gelu(x, *, approximate):
             t += 1
             np.multiply(xs, t, out=of[s:e])
             of[s:e] *= 0.5
+    pool.map(block, len(blocks))
     return out
 
 
@@ -184,12 +219,13 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
         return _gelu_bwd_impl(ct, out, x, wrt=wrt, nout=nout, approximate=approximate)
     res = np.empty(x.shape, x.dtype)
     (xf, cf, rf), blocks = _blocks(x, ct, res)
-    n = min(BLOCK, xf.size)
-    b1, b2, b3 = (np.empty(n, x.dtype) for _ in range(3))
-    with np.errstate(over="ignore", invalid="ignore"):
-        for s, e in blocks:
+
+    def block(i):   # blocks run on the thread pool
+        s, e = blocks[i]
+        with np.errstate(over="ignore", invalid="ignore"):
             # d = 0.5 (1 + t) + 0.5 sqrt(2/pi) x (1 + 3c x^2) (1 - t^2)
-            xs, x2, t, w = xf[s:e], b1[:e - s], b2[:e - s], b3[:e - s]
+            xs = xf[s:e]
+            x2, t, w = (np.empty(e - s, x.dtype) for _ in range(3))
             np.multiply(xs, xs, out=x2)
             np.multiply(x2, _C, out=t)
             t += 1
@@ -207,4 +243,5 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
             t *= 0.5
             x2 += t
             np.multiply(cf[s:e], x2, out=rf[s:e])
+    pool.map(block, len(blocks))
     return [res]

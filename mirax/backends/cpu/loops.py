@@ -20,6 +20,9 @@ every layer's weight matrix). Elementwise results equal the unfused plan's bit f
 bit (IEEE ops, no fast-math contraction). Kernels are cached in memory and, compiled, on
 disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source hash; MIRAX_NUMBA=0 turns the
 path off. MIRAX_DEBUG=3 prints the source.
+Threads: kernels are compiled `nogil` and called on parts of PART elements from the
+thread pool (threads.py): rows, or columns where the group sums over the leading axes (each
+column's sum keeps its order: values do not depend on the thread count).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mirax.backends.cpu.threads import parts, pool
 from mirax.core import config
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -48,6 +52,7 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 _BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
 
 MIN_SIZE = 1 << 12   # elements: below this the call costs more than the unfused ops
+PART = 1 << 16       # elements per part run by one thread of the pool
 MIN_OPS = 2
 
 _numba = None
@@ -157,7 +162,7 @@ def _compiled(src: str):
     fn = _kernels.get(key)
     if fn is not None:
         return fn
-    text = _PRELUDE + '@_nb.njit(cache=__CACHE__, error_model="numpy")\n' + src
+    text = _PRELUDE + '@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")\n' + src
     root = Path(config.get("cache_dir")) / "loops"
     path = root / f"k_{key}.py"
     try:
@@ -194,19 +199,55 @@ def compile_fusion(node):
     red = {n.outputs[0] for n in members if n.prim.name in REDUCE}   # (R,) sums
     out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
                  for o in outs]
+    # Parts for the thread pool (threads.py), of a fixed size: groups with leading-axis
+    # sums split the columns j (each sum keeps its order over i: bitwise equal at every
+    # thread count), others the rows i (flat groups: their one row's columns).
+    by_cols = bool(red) or L == 1
+    grain = max(16, -(-PART // (L if by_cols else R)))
+    if by_cols:
+        grain = -(-grain // 16) * 16    # whole vectors of columns per part
+    ps = parts(R if by_cols else L, grain)
+    strided = by_cols and L > 1 and len(ps) > 1   # column slices of (L, R): not contiguous
+
+    def empty(shape, dtype):
+        if strided and len(shape) == 2:   # compile for strided 2-d slices
+            return np.empty((2, 2), dtype)[:, :1][:0]
+        return np.empty((0,) * len(shape), dtype)
     try:   # compile now, on empty arrays of the call's types (the loop body never runs)
         kernel = _compiled(src)
-        empty = [np.empty((0,) * len(s), np.dtype(v.aval.dtype)) for v, s in zip(ins, in_shapes)]
-        kernel(0, 0, *empty, *(np.empty((0,) * len(s), d) for s, d, _ in out_specs))
+        kernel(0, 0, *(empty(s, np.dtype(v.aval.dtype)) for v, s in zip(ins, in_shapes)),
+               *(empty(s, d) for s, d, _ in out_specs))
     except Exception as e:   # a numba failure is ours, not the user's: run it blocked
         from mirax.backends.cpu import blocked
         print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
               f"running it blocked", file=sys.stderr)
         return blocked.compile_fusion(node)
+    kinds = [lay.ins[v] for v in ins]
+    red_out = [o in red for o in outs]
+    if len(ps) == 1:
+        def run(*bufs):
+            xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
+            ys = [np.empty(s, d) for s, d, _ in out_specs]
+            kernel(L, R, *xs, *ys)
+            return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
+        return run
+    # what each part passes: slices of columns (by_cols) or of rows
+    cut_in = {"full": (lambda x, s, e: x[:, s:e]) if by_cols else (lambda x, s, e: x[s:e]),
+              "lead": (lambda x, s, e: x[s:e]) if by_cols else (lambda x, s, e: x),
+              "trail": (lambda x, s, e: x) if by_cols else (lambda x, s, e: x[s:e]),
+              "one": lambda x, s, e: x}
+    cuts = [cut_in[k] for k in kinds]
+    cut_out = [(lambda y, s, e: y[s:e]) if r else cut_in["full"] for r in red_out]
 
-    def run(*bufs):
+    def run_parts(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
         ys = [np.empty(s, d) for s, d, _ in out_specs]
-        kernel(L, R, *xs, *ys)
+
+        def part(i):
+            s, e = ps[i]
+            kernel(L if by_cols else e - s, e - s if by_cols else R,
+                   *(c(x, s, e) for c, x in zip(cuts, xs)),
+                   *(c(y, s, e) for c, y in zip(cut_out, ys)))
+        pool.map(part, len(ps))
         return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
-    return run
+    return run_parts

@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 
+from mirax.backends.cpu import parallel
 from mirax.backends.cpu.kernels import mul_sum, specialize
 from mirax.ir.graph import Graph
 
@@ -107,6 +108,11 @@ def lower(graph: Graph):
             k = f"_k{i}"
             env[k] = fn
             ins = [name(v) for v in graph.nodes[m].inputs]
+        elif u is not None and (pk := parallel.elementwise(u, node)) is not None:
+            k = f"_p{i}"    # big: split over the thread pool
+            env[k] = pk
+            if i in reuse:
+                ins.append(f"out={ins[reuse[i]]}")
         elif u is not None and (not err or n_err > 1):
             k = f"_{u.__name__}"
             env[k] = u

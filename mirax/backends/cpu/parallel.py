@@ -1,0 +1,122 @@
+"""Big unfused elementwise ops and reductions of a CPU plan, split over the thread pool.
+
+lower.py asks `elementwise(u, node)` / `reduction(node)` for a kernel when a node's value
+is big (MIN_SIZE elements or more) and its dtypes are plain floats; None leaves the node to
+the one-thread NumPy call. The split is threads.py's: parts of GRAIN elements (rows of
+the leading axis, whole rows per part), the same at every thread count.
+- elementwise: each part computes its slice of the output; values are bitwise those of the
+  whole-array call (a ufunc computes every element on its own).
+- reductions keeping an axis: split along the first kept one, each part reducing its
+  slice in NumPy's own order (a column sum adds row after row, a row sum is pairwise
+  along the row either way): bitwise equal as well.
+- full reductions: each part's partial is reduced like the whole array, the partials
+  combined in part order: equal to NumPy's call up to rounding (the pairwise summation is
+  cut at the part boundaries), and the same at every thread count.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mirax.backends.cpu.threads import parts, pool
+
+GRAIN = 1 << 16      # elements per part (f32: 256 KiB, a part of an exp takes ~40 us)
+MIN_SIZE = 1 << 17   # at least two parts, else the op stays on the calling thread
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
+
+
+def _rows_split(shape) -> tuple[int, int] | None:
+    """(rows per part, number of rows) splitting `shape` along axis 0, or None when axis 0
+    is too short to give two parts."""
+    if not shape:
+        return None
+    row = math.prod(shape[1:])
+    step = max(1, GRAIN // max(row, 1))
+    return (step, shape[0]) if shape[0] >= 2 * step else None
+
+
+def elementwise(u, node):
+    """A parallel kernel for the ufunc node (called as `k(*ins)` or `k(*ins, out=buf)`),
+    or None when it is too small or its operands do not split along axis 0."""
+    o = node.outputs[0].aval
+    shape, dt = tuple(o.shape), np.dtype(o.dtype)
+    if math.prod(shape) < MIN_SIZE or len(node.outputs) != 1:
+        return None
+    ins = [v.aval for v in node.inputs]
+    if any(np.dtype(a.dtype) not in _FLOATS or np.dtype(a.dtype) != np.dtype(ins[0].dtype)
+           for a in ins) or (dt != np.dtype(ins[0].dtype) and dt != np.dtype(np.bool_)):
+        return None
+    split = _rows_split(shape)
+    if split is None:
+        return None
+    step, n = split
+    nd = len(shape)
+    # operands with the output's axis 0 are sliced; the others broadcast whole
+    sliced = []
+    for a in ins:
+        if len(a.shape) > nd:
+            return None
+        sliced.append(len(a.shape) == nd and a.shape[0] == shape[0] and shape[0] != 1)
+    ps = parts(n, step)
+
+    def run(*xs, out=None):
+        if out is None:
+            out = np.empty(shape, dt)
+
+        def part(i):
+            s, e = ps[i]
+            u(*(x[s:e] if c else x for x, c in zip(xs, sliced)), out=out[s:e])
+        pool.map(part, len(ps))
+        return out
+    return run
+
+
+def reduction(node):
+    """A parallel kernel for a reduce_sum / max / min node over a big float array, or
+    None. Split along the first kept axis (each part writes its own outputs, summed in
+    NumPy's own order: bitwise equal), else (everything reduced, or a kept axis too short)
+    along axis 0 into partials combined in part order."""
+    u = _REDUCE.get(node.prim.name)
+    if u is None:
+        return None
+    x = node.inputs[0].aval
+    shape, dt = tuple(x.shape), np.dtype(x.dtype)
+    size = math.prod(shape)
+    if dt not in _FLOATS or size < MIN_SIZE:
+        return None
+    axes = tuple(sorted(node.params["axes"]))
+    if not axes:
+        return None
+    out_shape = tuple(node.outputs[0].aval.shape)
+    kept = [a for a in range(len(shape)) if a not in axes]
+    if kept:
+        a = kept[0]
+        step = max(1, GRAIN // (size // shape[a]))
+        if shape[a] >= 2 * step:
+            ps = parts(shape[a], step)
+            lead = (slice(None),) * a
+
+            def split(x):
+                out = np.empty(out_shape, dt)
+
+                def part(i):
+                    s, e = ps[i]
+                    u.reduce(x[lead + (slice(s, e),)], axis=axes, out=out[s:e])
+                pool.map(part, len(ps))
+                return out
+            return split
+    split = _rows_split(shape)
+    if split is None or 0 not in axes:
+        return None
+    ps = parts(split[1], split[0])
+
+    def partials(x):
+        ys = pool.map(lambda i: u.reduce(x[ps[i][0]:ps[i][1]], axis=axes), len(ps))
+        acc = ys[0]
+        for y in ys[1:]:    # in part order: the same sum at every thread count
+            acc = u(acc, y)
+        return np.asarray(acc, dt).reshape(out_shape)
+    return partials

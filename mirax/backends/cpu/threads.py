@@ -1,0 +1,199 @@
+"""The CPU backend's threads: one pool for fused loops and big elementwise ops and
+reductions, and the BLAS library's thread count set per GEMM.
+
+Engine (measured against numba's `parallel=True` loops): a pool of plain Python threads
+running NumPy ufunc calls on chunks and numba kernels compiled `nogil`; both release the
+GIL for their inner loops, so the chunks of one op run at once on every core. One pool
+for everything means one thread count to size (numba's own threading layer would be a
+second pool, OpenMP a third), and the pool's workers sleep on a queue (no spinning), so
+they take nothing from BLAS's threads while a GEMM runs.
+
+Work is split into parts of a fixed size (`grain` elements or rows) that does not depend
+on the thread count; partial results (reductions) are combined in part order on the
+calling thread. So a plan's results are the same, bit for bit, at every thread count and on
+every run; where a part split changes a reduction's order against the unsplit NumPy call,
+results differ from that call by rounding only.
+
+Thread count: `mx.config` knob cpu_threads (0: every core of this process's CPU affinity,
+read at each call, so `config.override(cpu_threads=1)` holds for a block). Small ops stay on
+the calling thread: a kernel goes parallel only with at least two parts of work.
+GEMMs: the BLAS thread count is set before each matrix product from its size (`gemm`), at
+most cpu_threads: OpenBLAS started on every core runs small products slower than one
+thread does (its threads wake for work of a few microseconds).
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import queue
+import threading
+
+from mirax.core import config
+
+
+def affinity() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def n_threads() -> int:
+    """Threads for CPU kernels now (the cpu_threads knob; 0: the process's affinity)."""
+    t = config.get("cpu_threads")
+    return t if t > 0 else _AFFINITY
+
+
+_AFFINITY = affinity()
+
+
+def parts(n: int, grain: int) -> list[tuple[int, int]]:
+    """[0, n) cut into consecutive (start, stop) ranges of `grain` (the last one shorter)."""
+    return [(s, min(s + grain, n)) for s in range(0, n, grain)]
+
+
+# --- the pool -----------------------------------------------------------------------------
+class Pool:
+    """Worker threads that take jobs from one queue; `map` runs a function over part
+    indices on the caller and up to threads - 1 workers, parts claimed in order."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def _ensure(self, n: int):
+        if len(self._workers) >= n:
+            return
+        with self._lock:
+            while len(self._workers) < n:
+                t = threading.Thread(target=self._work, name=f"mirax-cpu-{len(self._workers)}",
+                                     daemon=True)
+                t.start()
+                self._workers.append(t)
+
+    def _work(self):
+        self._local.worker = True
+        while True:
+            self._jobs.get()()
+
+    def map(self, fn, n: int, threads: int | None = None) -> list:
+        """[fn(0), ..., fn(n - 1)], computed on up to `threads` threads (default
+        n_threads()). A call from inside a worker runs inline (no nested parallelism)."""
+        t = min(n_threads() if threads is None else threads, n)
+        if t <= 1 or getattr(self._local, "worker", False):
+            return [fn(i) for i in range(n)]
+        out: list = [None] * n
+        errors: list = []
+        claim = itertools.count()   # next() on a count is atomic under the GIL
+        done: queue.SimpleQueue = queue.SimpleQueue()
+
+        def drain():
+            try:
+                while True:
+                    i = next(claim)
+                    if i >= n:
+                        return
+                    out[i] = fn(i)
+            except BaseException as e:   # re-raised on the caller
+                errors.append(e)
+
+        def helper():
+            drain()
+            done.put(None)
+
+        self._ensure(t - 1)
+        for _ in range(t - 1):
+            self._jobs.put(helper)
+        drain()
+        for _ in range(t - 1):
+            done.get()
+        if errors:
+            raise errors[0]
+        return out
+
+
+pool = Pool()
+
+
+def run_parts(fn, n: int, grain: int) -> list:
+    """[fn(s, e) for each part of [0, n)] on the pool (in part order)."""
+    ps = parts(n, grain)
+    return pool.map(lambda i: fn(*ps[i]), len(ps))
+
+
+# --- BLAS threads -------------------------------------------------------------------------
+class Blas:
+    """The thread count of the BLAS library NumPy calls (OpenBLAS, found among the
+    process's loaded libraries); a no-op where there is none we can drive."""
+
+    def __init__(self):
+        self._set = self._get = self._core = None
+        self.current = None
+        self.library = None
+        for path in _loaded_libraries():
+            name = os.path.basename(path).lower()
+            if "openblas" not in name:
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for pre, suf in (("scipy_", "64_"), ("", "64_"), ("scipy_", ""), ("", "")):
+                if hasattr(lib, f"{pre}openblas_set_num_threads{suf}"):
+                    self._set = getattr(lib, f"{pre}openblas_set_num_threads{suf}")
+                    self._get = getattr(lib, f"{pre}openblas_get_num_threads{suf}")
+                    core = getattr(lib, f"{pre}openblas_get_corename{suf}", None)
+                    if core is not None:
+                        core.restype = ctypes.c_char_p
+                    self._core, self.library = core, path
+                    break
+            if self._set is not None:
+                break
+        if self._set is not None:
+            self.current = self._get()
+
+    @property
+    def available(self) -> bool:
+        return self._set is not None
+
+    def corename(self) -> str:
+        return self._core().decode() if self._core is not None else "?"
+
+    def threads(self) -> int | None:
+        return self._get() if self._get is not None else None
+
+    def set(self, n: int):
+        """Use `n` threads for the next BLAS calls (a library call only on a change)."""
+        if n != self.current and self._set is not None:
+            self._set(n)
+            self.current = n
+
+
+def _loaded_libraries() -> list[str]:
+    try:
+        with open("/proc/self/maps") as f:
+            return list(dict.fromkeys(ln.split()[-1] for ln in f
+                                      if ln.rstrip().endswith(".so") or ".so." in ln))
+    except OSError:   # not Linux: no control (BLAS keeps its own count)
+        return []
+
+
+blas = Blas()
+
+# GEMM flops (2 m n k) per BLAS thread: below this a thread costs more to wake than it saves
+# (measured on 2 cores: a 256x512x512 product gains from the second thread, 64x128x128 not).
+GEMM_FLOPS_PER_THREAD = 1 << 22
+
+
+def gemm_threads(flops: int) -> int:
+    """BLAS threads for a product of `flops` at the current thread count."""
+    return max(1, min(n_threads(), flops // GEMM_FLOPS_PER_THREAD))
+
+
+def gemm(flops: int):
+    """Set the BLAS thread count for a product of `flops` (call just before it)."""
+    blas.set(gemm_threads(flops))

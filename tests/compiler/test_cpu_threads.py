@@ -1,0 +1,160 @@
+"""The CPU backend's threads (backends/cpu/threads.py, parallel.py, the parallel parts of
+blocked.py and loops.py): a plan's values are the same, bit for bit, at every thread count
+and on every run; against the unsplit NumPy call they are equal (elementwise, row-wise
+reductions, stacked products) or equal to rounding (reductions cut into parts)."""
+import types
+
+import numpy as np
+import pytest
+
+import mirax as mx
+import mirax.numpy as mnp
+from mirax.backends import cpu_backend
+from mirax.backends.cpu import blocked, loops, parallel, threads
+from mirax.compiler import optimize
+from mirax.core import config
+
+RNG = np.random.default_rng(0)
+UNFUSED = types.SimpleNamespace(fuses=False, writes_into=cpu_backend.writes_into)
+
+
+def _run(f, args, n, backend=cpu_backend):
+    """f's compiled plan (fused per `backend`) run at `n` threads."""
+    g = mx.make_graph(f)(*(mx.asarray(a) for a in args))
+    with config.override(cpu_threads=n):
+        run = cpu_backend.compile(optimize(g, backend))
+        return [np.asarray(o) for o in run(*args)]
+
+
+def _same_at_every_thread_count(f, *args, backend=cpu_backend):
+    one = _run(f, args, 1, backend)
+    for n in (2, 3):
+        for _ in range(2):   # and on every run
+            for a, b in zip(one, _run(f, args, n, backend)):
+                np.testing.assert_array_equal(a, b)
+    return one
+
+
+def _sum_tol(x, axis=None):
+    """Bound on the rounding difference of two float32 summation orders of x."""
+    return 4 * np.finfo(np.float32).eps * np.sqrt(x.shape[0]) * np.sum(np.abs(x), axis=axis)
+
+
+def test_big_elementwise_ops_are_split_and_bitwise_equal():
+    x = RNG.standard_normal((600, 512)).astype(np.float32)
+    y = RNG.standard_normal((600, 512)).astype(np.float32)
+    b = RNG.standard_normal(512).astype(np.float32)
+    f = lambda x, y, b: [mnp.exp(x), x * y + b, mnp.tanh(y) > x]
+    g = mx.make_graph(f)(x, y, b)
+    assert all(parallel.elementwise(n.prim.impl if isinstance(n.prim.impl, np.ufunc) else
+                                    n.prim.impl.ufunc, n) is not None
+               for n in g.nodes if n.prim.name in ("exp", "tanh"))
+    got = _same_at_every_thread_count(f, x, y, b, backend=UNFUSED)
+    np.testing.assert_array_equal(got[0], np.exp(x))
+    np.testing.assert_array_equal(got[1], x * y + b)
+    np.testing.assert_array_equal(got[2], np.tanh(y) > x)
+
+
+def test_small_ops_stay_on_one_thread():
+    g = mx.make_graph(lambda x: [mnp.exp(x), mnp.sum(x, axis=0)])(
+        np.ones((64, 64), np.float32))
+    exp, red = g.nodes
+    assert parallel.elementwise(np.exp, exp) is None
+    assert parallel.reduction(red) is None
+
+
+@pytest.mark.parametrize("axes", [(0,), (1,), (0, 1), (1, 2), (0, 2), (0, 1, 2)])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_reductions(axes, op):
+    x = RNG.standard_normal((300, 40, 24)).astype(np.float32)
+    f = {"sum": mnp.sum, "max": mnp.max}[op]
+    got = _same_at_every_thread_count(lambda x: f(x, axis=axes), x, backend=UNFUSED)[0]
+    want = {"sum": np.sum, "max": np.max}[op](x, axis=axes)
+    if op == "max" or len(axes) < 3:   # a kept axis split, or exact: NumPy's values
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.all(np.abs(got - want) <= _sum_tol(x, axes))
+
+
+def test_blocked_fusion_with_reductions(knobs):
+    knobs(numba=False)   # the NumPy chunked path
+    x = RNG.uniform(-2, 2, (700, 600)).astype(np.float32)
+    f = lambda x: [mnp.sum(mnp.exp(mnp.sin(x) * x) - x / 3.0, axis=0),
+                   mnp.sum(mnp.tanh(x) * x + x),
+                   mnp.exp(mnp.cos(x) * x) + 1.0]
+    g = optimize(mx.make_graph(f)(x), cpu_backend)
+    assert "fusion" in [n.prim.name for n in g.nodes]
+    got = _same_at_every_thread_count(f, x)
+    want = _run(f, [x], 1, UNFUSED)
+    t = np.exp(np.sin(x) * x) - x / 3.0
+    assert np.all(np.abs(got[0] - want[0]) <= _sum_tol(t, 0))
+    assert abs(got[1] - want[1]) <= _sum_tol(np.tanh(x) * x + x)
+    np.testing.assert_array_equal(got[2], want[2])
+
+
+@pytest.mark.parametrize("shape", [(300_000,), (400, 700)])
+def test_compiled_loops(shape, knobs, tmp_path):
+    pytest.importorskip("numba")
+    knobs(numba=True, cache_dir=str(tmp_path))
+    x, m, v = (RNG.standard_normal(shape).astype(np.float32) for _ in range(3))
+
+    def adam(x, m, v):   # elementwise only; and a bias gradient (leading-axis sum)
+        m2 = 0.9 * m + 0.1 * x
+        v2 = 0.99 * v + 0.01 * x * x
+        out = [m2, v2, x - 0.001 * m2 / (mnp.sqrt(v2) + 1e-8)]
+        if len(shape) == 2:
+            out.append(mnp.sum(mnp.maximum(x, 0.0) * m, axis=0))
+        return out
+    g = optimize(mx.make_graph(adam)(x, m, v), cpu_backend)
+    assert any(n.prim.name == "fusion" and loops.eligible(n.params["graph"].nodes)
+               for n in g.nodes)
+    got = _same_at_every_thread_count(adam, x, m, v)
+    want = _run(adam, [x, m, v], 1, UNFUSED)
+    for a, b in zip(got, want):   # leading-axis sums keep NumPy's order: equal too
+        np.testing.assert_array_equal(a, b)
+
+
+def test_stacked_small_products_split_over_the_stack():
+    q = RNG.standard_normal((48, 64, 32)).astype(np.float32)
+    k = RNG.standard_normal((48, 64, 32)).astype(np.float32)
+    f = lambda q, k: mnp.einsum("bqd,bkd->bqk", q, k)
+    got = _same_at_every_thread_count(f, q, k)[0]
+    np.testing.assert_array_equal(got, np.matmul(q, k.transpose(0, 2, 1)))
+
+
+def test_gemm_thread_count_follows_size_and_knob():
+    with config.override(cpu_threads=4):
+        assert threads.n_threads() == 4
+        assert threads.gemm_threads(2 * 64 * 64 * 64) == 1
+        assert threads.gemm_threads(2 * 2048 ** 3) == 4
+    with config.override(cpu_threads=1):
+        assert threads.gemm_threads(2 * 2048 ** 3) == 1
+    with config.override(cpu_threads=0):
+        assert threads.n_threads() == threads.affinity()
+    if threads.blas.available:
+        a = RNG.standard_normal((64, 64)).astype(np.float32)
+        f = mx.jit(lambda a, b: a @ b)
+        with config.override(cpu_threads=2):
+            f(a, a)
+        assert threads.blas.threads() == 1   # a small product ran on one BLAS thread
+
+
+def test_pool_runs_every_part_once_and_raises_errors():
+    seen = []
+    with config.override(cpu_threads=3):
+        out = threads.pool.map(lambda i: seen.append(i) or i * i, 50)
+        assert out == [i * i for i in range(50)] and sorted(seen) == list(range(50))
+
+        def bad(i):
+            if i == 7:
+                raise ValueError("part 7")
+            return i
+        with pytest.raises(ValueError, match="part 7"):
+            threads.pool.map(bad, 20)
+        # nested calls run inline on the worker (no deadlock)
+        assert threads.pool.map(lambda i: sum(threads.pool.map(lambda j: j, 4)), 6) == [6] * 6
+
+
+def test_parts_do_not_depend_on_thread_count():
+    assert threads.parts(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert blocked.PART % blocked.BLOCK == 0
