@@ -25,7 +25,7 @@ from mirax import io, optim, random  # noqa: F401
 from mirax.io import to_dlpack  # noqa: F401
 from mirax.transforms.shape_eval import (  # noqa: F401
     ShapeDtypeStruct, block_until_ready, ensure_compile_time_eval, eval_shape, named_call)
-from mirax import debug, tree_util  # noqa: F401
+from mirax import debug, profiler, tree_util  # noqa: F401
 from mirax.numpy import methods as _methods
 
 _methods.install()

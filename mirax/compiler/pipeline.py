@@ -12,7 +12,7 @@ import sys
 import time
 from collections import Counter
 
-from mirax.core import config
+from mirax.core import config, profile_events
 from mirax.compiler.cse import cse
 from mirax.compiler.dce import dce
 from mirax.compiler.fusion import fuse
@@ -56,6 +56,10 @@ def optimize(graph: Graph, backend=None) -> Graph:
         else:
             graph = fn(graph)
         dt = time.perf_counter() - t0
+        if profile_events.active is not None:
+            t1 = profile_events.now()
+            profile_events.active.add(f"pass {name}", "compile", t1 - int(dt * 1e9), t1,
+                                      {"nodes": len(graph.nodes)})
         pass_times[name] += dt
         pass_counts[name] += 1
         if level >= 1:

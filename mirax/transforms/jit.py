@@ -14,7 +14,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from mirax.core import config
+from mirax.core import config, profile_events
 from mirax.core import dtypes, tree
 from mirax.core.array import Array
 from mirax.core.primitive import Primitive
@@ -33,7 +33,11 @@ def executable(graph, platform: str = "cpu"):
         from mirax.backends import devices
         from mirax.compiler import optimize
         dev = devices(platform)[0]
-        exe = dev.backend.compile(optimize(graph, dev.backend))
+        with profile_events.span(f"compile {graph.name}", "compile",
+                                 {"nodes": len(graph.nodes), "platform": platform}):
+            g = optimize(graph, dev.backend)
+            with profile_events.span(f"lower ({platform})", "compile"):
+                exe = dev.backend.compile(g)
         graph.cache[("exe", platform)] = exe
     return exe
 
@@ -242,7 +246,8 @@ class Jitted:
 
         names = self._leaf_names(args, kwargs)
         avals = [aval_of(x) for x in leaves]  # leaves are Arrays/tracers by now (__call__)
-        graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)
+        with profile_events.span(f"trace {self.__name__}", "compile"):
+            graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)
         graph.in_tree, graph.out_tree = in_tree, box[0]
         if self.donate_argnums:  # flat leaf indices of donated positional arguments
             donate, start = [], 0

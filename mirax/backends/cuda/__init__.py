@@ -15,7 +15,7 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from mirax.core import config
+from mirax.core import config, profile_events
 from mirax.backends.base import Backend, Device
 from mirax.backends.cuda import attention, graphs, library, runtime
 from mirax.core import trace as _trace
@@ -52,12 +52,17 @@ class CudaBackend(Backend):
         return isinstance(buf, cp.ndarray)
 
     def to_host(self, buf):
+        if profile_events.active is not None:
+            with profile_events.span("to_host", "transfer", {"bytes": buf.nbytes}):
+                return cp.asnumpy(buf)
         return cp.asnumpy(buf)
 
     def from_host(self, host, device: Device):
         _trace.nonhost_buffers[0] = True
-        with cp.cuda.Device(device.id):
-            return cp.asarray(np.asarray(host))
+        host = np.asarray(host)
+        with cp.cuda.Device(device.id), profile_events.span(
+                "from_host", "transfer", {"bytes": host.nbytes}):
+            return cp.asarray(host)
 
     def from_dlpack(self, obj):
         _trace.nonhost_buffers[0] = True

@@ -29,7 +29,7 @@ import time
 import cupy as cp
 import numpy as np
 
-from mirax.core import config
+from mirax.core import config, profile_events
 
 _depth = [0]    # > 0 while a plan runs: nested plans (composite bodies, loops) never capture
 capturing = [False]  # True during a capture: errors there are the capture's, not an op's
@@ -58,10 +58,14 @@ class Replay:
         self.state = "warm"  # -> "measured" (auto) -> "graph" | "off"
         self.cuda_graph = None  # (`graph`, set by runtime.lower, is the IR Graph)
         self.measured = None    # auto mode: (host s, GPU s, copies s) of the fastest call
+        self.profiled = None    # callable(bufs): the traced run (set by runtime.lower)
 
     def __call__(self, *bufs):
         bufs = [b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
                 for b, d in zip(bufs, self.in_dtypes)]
+        if profile_events.active is not None and self.profiled is not None and \
+                not _depth[0]:   # a profiler trace: the plan with CUDA events per node
+            return self.profiled(bufs)
         if self.state == "off" or _depth[0]:
             return self._plain(bufs)
         if self.state == "graph":
