@@ -122,21 +122,29 @@ def test_stacked_small_products_split_over_the_stack():
     np.testing.assert_array_equal(got, np.matmul(q, k.transpose(0, 2, 1)))
 
 
-def test_gemm_thread_count_follows_size_and_knob():
+@pytest.mark.parametrize("m,k,n", [(512, 256, 256), (40, 512, 1024), (256, 512, 10)])
+def test_products_split_over_the_pool(m, k, n):
+    x = RNG.standard_normal((m, k)).astype(np.float32)
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    f = lambda x, w: [x @ w, mnp.einsum("ij,kj->ik", x, w.T)]
+    one = _run(f, [x, w], 1)
+    for t in (2, 3):
+        runs = [_run(f, [x, w], t) for _ in range(2)]
+        for a, b in zip(*runs):           # deterministic at a thread count
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(one, runs[0]):    # each element the same dot product: rounding of k
+            np.testing.assert_allclose(a, b, rtol=0, atol=4 * k * np.finfo(np.float32).eps *
+                                       np.max(np.abs(x)) * np.max(np.abs(w)))
+    np.testing.assert_allclose(one[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+    if threads.blas.available:
+        assert threads.blas.threads() == 1   # BLAS never starts threads of its own
+
+
+def test_knob():
     with config.override(cpu_threads=4):
         assert threads.n_threads() == 4
-        assert threads.gemm_threads(2 * 64 * 64 * 64) == 1
-        assert threads.gemm_threads(2 * 2048 ** 3) == 4
-    with config.override(cpu_threads=1):
-        assert threads.gemm_threads(2 * 2048 ** 3) == 1
     with config.override(cpu_threads=0):
         assert threads.n_threads() == threads.affinity()
-    if threads.blas.available:
-        a = RNG.standard_normal((64, 64)).astype(np.float32)
-        f = mx.jit(lambda a, b: a @ b)
-        with config.override(cpu_threads=2):
-            f(a, a)
-        assert threads.blas.threads() == 1   # a small product ran on one BLAS thread
 
 
 def test_pool_runs_every_part_once_and_raises_errors():

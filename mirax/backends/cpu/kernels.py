@@ -12,8 +12,7 @@ Two kinds, both computing what the reference impl computes:
   bitwise equal to the reference. gelu (tanh form) and its
   backward run in cache-sized blocks with in-place temporaries (equal up to rounding),
   the blocks on the thread pool (threads.py).
-GEMMs set the BLAS thread count from their size first (threads.gemm); a stack of small
-products (attention heads) is split over the pool instead, one BLAS thread per product.
+Matrix products run on the thread pool with one BLAS thread each (parallel.matmul).
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
 from __future__ import annotations
@@ -24,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from mirax.backends.cpu import parallel
-from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, gemm, gemm_threads, parts, pool
+from mirax.backends.cpu.threads import pool
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
@@ -71,48 +70,24 @@ def _dot_general(node):
             y = (y if tb is None else y.transpose(tb)).reshape(sb)
             return np.einsum(subs, x, y).reshape(out_shape)
         return outer
-    flops = 2 * b * m * k * n   # BLAS threads are set from the product's size
+    # products run on the thread pool, one BLAS thread each (parallel.matmul)
     if lb:  # stacked: contiguous stacks so that every matrix goes to BLAS
         sa, sb = (b, m, k), (b, k, n)
 
-        per = flops // b    # NumPy calls BLAS once per matrix of the stack
-        if gemm_threads(per) > 1 or flops < 2 * GEMM_FLOPS_PER_THREAD:
-            def run(x, y):
-                x = np.ascontiguousarray(x if ta is None else x.transpose(ta)).reshape(sa)
-                y = np.ascontiguousarray(y if tb is None else y.transpose(tb)).reshape(sb)
-                gemm(per)
-                return np.matmul(x, y).reshape(out_shape)
-            return run
-        # many small products (attention heads): the stack split over the pool, one BLAS
-        # thread each (the same BLAS call per matrix: bitwise equal)
-        step = max(1, GEMM_FLOPS_PER_THREAD // max(per, 1))
-        ps = parts(b, step)
-
-        def run_stack(x, y):
+        def run(x, y):
             x = np.ascontiguousarray(x if ta is None else x.transpose(ta)).reshape(sa)
             y = np.ascontiguousarray(y if tb is None else y.transpose(tb)).reshape(sb)
-            out = np.empty((b, m, n), dt)
-            gemm(per)
-
-            def part(i):
-                s, e = ps[i]
-                np.matmul(x[s:e], y[s:e], out=out[s:e])
-            pool.map(part, len(ps))
-            return out.reshape(out_shape)
-        return run_stack
+            return parallel.matmul_stack(x, y).reshape(out_shape)
+        return run
     sa, sb = (m, k), (k, n)
     plain = (ta is None and tb is None and la.shape == sa and ra.shape == sb)
     if plain:
-        def matmul(x, y):
-            gemm(flops)
-            return np.matmul(x, y)
-        return matmul
+        return parallel.matmul
 
     def run(x, y):  # 2-d matmul takes transposed views as they are (BLAS trans flags)
         x = (x if ta is None else x.transpose(ta)).reshape(sa)
         y = (y if tb is None else y.transpose(tb)).reshape(sb)
-        gemm(flops)
-        return np.matmul(x, y).reshape(out_shape)
+        return parallel.matmul(x, y).reshape(out_shape)
     return run
 
 

@@ -9,6 +9,9 @@ the leading axis, whole rows per part), the same at every thread count.
 - reductions keeping an axis: split along the first kept one, each part reducing its
   slice in NumPy's own order (a column sum adds row after row, a row sum is pairwise
   along the row either way): bitwise equal as well.
+- matrix products: one part per thread (rows, columns or matrices of a stack), each one
+  BLAS call on one BLAS thread: the pool is the only set of threads, and BLAS never spins
+  threads of its own against it.
 - full reductions: each part's partial is reduced like the whole array, the partials
   combined in part order: equal to NumPy's call up to rounding (the pairwise summation is
   cut at the part boundaries), and the same at every thread count.
@@ -19,10 +22,11 @@ import math
 
 import numpy as np
 
-from mirax.backends.cpu.threads import parts, pool
+from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, blas, n_threads, parts, pool
 
 GRAIN = 1 << 16      # elements per part (f32: 256 KiB, a part of an exp takes ~40 us)
 MIN_SIZE = 1 << 17   # at least two parts, else the op stays on the calling thread
+MIN_ROWS = 32        # a product is split into parts of at least this many rows (or columns)
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
@@ -120,3 +124,55 @@ def reduction(node):
             acc = u(acc, y)
         return np.asarray(acc, dt).reshape(out_shape)
     return partials
+
+
+# --- matrix products -----------------------------------------------------------------------
+def _split(extent: int, t: int) -> list[tuple[int, int]]:
+    """`extent` cut into t near-equal ranges on multiples of 16 (BLAS kernel tiles)."""
+    step = -(-extent // t)
+    step = -(-step // 16) * 16
+    return parts(extent, step)
+
+
+def matmul(x, y):
+    """x @ y (2-d) on up to n_threads() threads, each product of at least
+    GEMM_FLOPS_PER_THREAD: the output's rows (or, for few rows, its columns) split into one
+    part per thread, each part one single-threaded BLAS call. Each output element is the
+    same BLAS dot product as in the whole call (OpenBLAS blocks K alike for every M)."""
+    blas.set(1)
+    m, k = x.shape
+    n = y.shape[1]
+    t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
+    if t > 1 and m >= MIN_ROWS * t:
+        ps = _split(m, t)
+        out = np.empty((m, n), np.result_type(x, y))
+        pool.map(lambda i: np.matmul(x[ps[i][0]:ps[i][1]], y, out=out[ps[i][0]:ps[i][1]]),
+                 len(ps))
+        return out
+    if t > 1 and n >= MIN_ROWS * t:
+        ps = _split(n, t)
+        out = np.empty((m, n), np.result_type(x, y))
+        pool.map(lambda i: np.matmul(x, y[:, ps[i][0]:ps[i][1]],
+                                     out=out[:, ps[i][0]:ps[i][1]]), len(ps))
+        return out
+    return np.matmul(x, y)
+
+
+def matmul_stack(x, y):
+    """x @ y for stacks (b, m, k) @ (b, k, n): the stack split over the threads when it has
+    a product per thread (attention heads), else each product split (matmul)."""
+    blas.set(1)
+    b, m, k = x.shape
+    n = y.shape[2]
+    t = min(n_threads(), (2 * b * m * k * n) // GEMM_FLOPS_PER_THREAD)
+    if t <= 1:
+        return np.matmul(x, y)
+    out = np.empty((b, m, n), np.result_type(x, y))
+    if b >= t:
+        ps = parts(b, -(-b // t))
+        pool.map(lambda i: np.matmul(x[ps[i][0]:ps[i][1]], y[ps[i][0]:ps[i][1]],
+                                     out=out[ps[i][0]:ps[i][1]]), len(ps))
+    else:
+        for i in range(b):
+            out[i] = matmul(x[i], y[i])
+    return out
