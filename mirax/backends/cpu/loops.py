@@ -20,9 +20,9 @@ every layer's weight matrix). Elementwise results equal the unfused plan's bit f
 bit (IEEE ops, no fast-math contraction). Kernels are cached in memory and, compiled, on
 disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source hash; MIRAX_NUMBA=0 turns the
 path off. MIRAX_DEBUG=3 prints the source.
-Threads: kernels are compiled `nogil` and called on parts of PART elements from the
-thread pool (threads.py): rows, or columns where the group sums over the leading axes (each
-column's sum keeps its order: values do not depend on the thread count).
+Threads: kernels are compiled `nogil` and called on parts of PART elements (rows) from the
+thread pool (threads.py); leading-axis sums are summed per part and the parts' sums added
+in part order, so values do not depend on the thread count.
 """
 from __future__ import annotations
 
@@ -199,24 +199,20 @@ def compile_fusion(node):
     red = {n.outputs[0] for n in members if n.prim.name in REDUCE}   # (R,) sums
     out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
                  for o in outs]
-    # Parts for the thread pool (threads.py), of a fixed size: groups with leading-axis
-    # sums split the columns j (each sum keeps its order over i: bitwise equal at every
-    # thread count), others the rows i (flat groups: their one row's columns).
-    by_cols = bool(red) or L == 1
+    # Parts for the thread pool (threads.py), of a fixed size (the same at every thread
+    # count): rows i, contiguous (flat groups: their one row's columns). Leading-axis sums
+    # are summed per part, the parts' sums added in part order. (Column parts would keep
+    # each sum's order, but numba's loop over strided columns ran 10x slower.)
+    by_cols = L == 1
     grain = max(16, -(-PART // (L if by_cols else R)))
     if by_cols:
         grain = -(-grain // 16) * 16    # whole vectors of columns per part
     ps = parts(R if by_cols else L, grain)
-    strided = by_cols and L > 1 and len(ps) > 1   # column slices of (L, R): not contiguous
-
-    def empty(shape, dtype):
-        if strided and len(shape) == 2:   # compile for strided 2-d slices
-            return np.empty((2, 2), dtype)[:, :1][:0]
-        return np.empty((0,) * len(shape), dtype)
     try:   # compile now, on empty arrays of the call's types (the loop body never runs)
         kernel = _compiled(src)
-        kernel(0, 0, *(empty(s, np.dtype(v.aval.dtype)) for v, s in zip(ins, in_shapes)),
-               *(empty(s, d) for s, d, _ in out_specs))
+        kernel(0, 0, *(np.empty((0,) * len(s), np.dtype(v.aval.dtype))
+                       for v, s in zip(ins, in_shapes)),
+               *(np.empty((0,) * len(s), d) for s, d, _ in out_specs))
     except Exception as e:   # a numba failure is ours, not the user's: run it blocked
         from mirax.backends.cpu import blocked
         print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
@@ -231,13 +227,12 @@ def compile_fusion(node):
             kernel(L, R, *xs, *ys)
             return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
         return run
-    # what each part passes: slices of columns (by_cols) or of rows
+    # what each part passes: slices of columns (flat groups, no sums) or of rows
     cut_in = {"full": (lambda x, s, e: x[:, s:e]) if by_cols else (lambda x, s, e: x[s:e]),
-              "lead": (lambda x, s, e: x[s:e]) if by_cols else (lambda x, s, e: x),
-              "trail": (lambda x, s, e: x) if by_cols else (lambda x, s, e: x[s:e]),
+              "lead": lambda x, s, e: x,
+              "trail": lambda x, s, e: x if by_cols else x[s:e],
               "one": lambda x, s, e: x}
     cuts = [cut_in[k] for k in kinds]
-    cut_out = [(lambda y, s, e: y[s:e]) if r else cut_in["full"] for r in red_out]
 
     def run_parts(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
@@ -245,9 +240,17 @@ def compile_fusion(node):
 
         def part(i):
             s, e = ps[i]
+            sums = [np.empty(y.shape, y.dtype) for y, r in zip(ys, red_out) if r]
+            it = iter(sums)
             kernel(L if by_cols else e - s, e - s if by_cols else R,
                    *(c(x, s, e) for c, x in zip(cuts, xs)),
-                   *(c(y, s, e) for c, y in zip(cut_out, ys)))
-        pool.map(part, len(ps))
+                   *(next(it) if r else cut_in["full"](y, s, e)
+                     for y, r in zip(ys, red_out)))
+            return sums
+        partial = pool.map(part, len(ps))
+        for k, y in enumerate(y for y, r in zip(ys, red_out) if r):
+            y[...] = partial[0][k]     # the parts' sums, in part order
+            for q in partial[1:]:
+                y += q[k]
         return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
     return run_parts

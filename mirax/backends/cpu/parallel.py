@@ -6,15 +6,13 @@ the one-thread NumPy call. The split is threads.py's: parts of GRAIN elements (r
 the leading axis, whole rows per part), the same at every thread count.
 - elementwise: each part computes its slice of the output; values are bitwise those of the
   whole-array call (a ufunc computes every element on its own).
-- reductions keeping an axis: split along the first kept one, each part reducing its
-  slice in NumPy's own order (a column sum adds row after row, a row sum is pairwise
-  along the row either way): bitwise equal as well.
+- reductions keeping axis 0: each part reduces its rows; bitwise equal as well.
 - matrix products: one part per thread (rows, columns or matrices of a stack), each one
   BLAS call on one BLAS thread: the pool is the only set of threads, and BLAS never spins
   threads of its own against it.
-- full reductions: each part's partial is reduced like the whole array, the partials
-  combined in part order: equal to NumPy's call up to rounding (the pairwise summation is
-  cut at the part boundaries), and the same at every thread count.
+- reductions over axis 0 (and maybe others): each part's partial is reduced like the whole
+  array, the partials combined in part order: equal to NumPy's call up to rounding (the
+  summation is cut at the part boundaries), and the same at every thread count.
 """
 from __future__ import annotations
 
@@ -80,9 +78,8 @@ def elementwise(u, node):
 
 def reduction(node):
     """A parallel kernel for a reduce_sum / max / min node over a big float array, or
-    None. Split along the first kept axis (each part writes its own outputs, summed in
-    NumPy's own order: bitwise equal), else (everything reduced, or a kept axis too short)
-    along axis 0 into partials combined in part order."""
+    None. Split along axis 0: where it is kept each part writes its own rows (in NumPy's
+    own order: bitwise equal), else each part's partial is combined in part order."""
     u = _REDUCE.get(node.prim.name)
     if u is None:
         return None
@@ -95,26 +92,23 @@ def reduction(node):
     if not axes:
         return None
     out_shape = tuple(node.outputs[0].aval.shape)
-    kept = [a for a in range(len(shape)) if a not in axes]
-    if kept:
-        a = kept[0]
-        step = max(1, GRAIN // (size // shape[a]))
-        if shape[a] >= 2 * step:
-            ps = parts(shape[a], step)
-            lead = (slice(None),) * a
-
-            def split(x):
-                out = np.empty(out_shape, dt)
-
-                def part(i):
-                    s, e = ps[i]
-                    u.reduce(x[lead + (slice(s, e),)], axis=axes, out=out[s:e])
-                pool.map(part, len(ps))
-                return out
-            return split
     split = _rows_split(shape)
-    if split is None or 0 not in axes:
+    if split is None:
         return None
+    if 0 not in axes:   # rows kept: each part reduces its own rows, in NumPy's order
+        ps = parts(split[1], split[0])
+
+        def rows(x):
+            out = np.empty(out_shape, dt)
+
+            def part(i):
+                s, e = ps[i]
+                u.reduce(x[s:e], axis=axes, out=out[s:e])
+            pool.map(part, len(ps))
+            return out
+        return rows
+    # NOTE: not split along a kept inner axis: NumPy reduces a column slice of rows
+    # element by element (20 ms against 0.3 ms for the sum over rows of f32[1024,1024])
     ps = parts(split[1], split[0])
 
     def partials(x):
