@@ -169,3 +169,48 @@ def test_pool_runs_every_part_once_and_raises_errors():
 def test_parts_do_not_depend_on_thread_count():
     assert threads.parts(10, 4) == [(0, 4), (4, 8), (8, 10)]
     assert blocked.PART % blocked.BLOCK == 0
+
+
+def test_attention_split_over_the_batch(monkeypatch):
+    from mirax.backends.cpu import kernels
+    monkeypatch.setattr(kernels, "ATTN_MIN", 1)
+    q, k, v = (RNG.standard_normal((5, 16, 2, 8)).astype(np.float32) for _ in range(3))
+
+    def f(q, k, v):
+        loss = lambda q, k, v: mnp.sum(mx.nn.dot_product_attention(q, k, v, is_causal=True)
+                                       ** 2)
+        return mx.value_and_grad(loss, argnums=(0, 1, 2))(q, k, v)
+    g = optimize(mx.make_graph(f)(q, k, v), cpu_backend)
+    assert {"dot_product_attention", "dot_product_attention_bwd"} <= \
+        {n.prim.name for n in g.nodes}
+    got = _same_at_every_thread_count(f, q, k, v)   # each (batch, head) alone: bitwise
+    want = mx.tree_util.tree_leaves(mx.value_and_grad(
+        lambda q, k, v: mnp.sum(mx.nn.dot_product_attention(q, k, v, is_causal=True) ** 2),
+        argnums=(0, 1, 2))(q, k, v))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "softmax"])
+def test_row_composites_split_over_rows(op, monkeypatch):
+    from mirax.backends.cpu import kernels
+    monkeypatch.setattr(kernels, "ROWS_PART", 256)   # parts of 8 rows of 32
+    x = RNG.standard_normal((6, 20, 32)).astype(np.float32)
+    w = RNG.standard_normal(32).astype(np.float32)
+
+    def loss(x, w):
+        if op == "layer_norm":
+            y = mx.nn.layer_norm(x, w, w)
+        else:
+            y = mx.nn.softmax(x * w, axis=-1)
+        return mnp.sum(mnp.sin(y))
+    f = lambda x, w: mx.value_and_grad(loss, argnums=(0, 1))(x, w)
+    names = {n.prim.name for n in optimize(mx.make_graph(f)(x, w), cpu_backend).nodes}
+    assert {op, op + "_bwd"} <= names
+    got = _same_at_every_thread_count(f, x, w)
+    with mx.config.override(cpu_threads=1):
+        monkeypatch.setattr(kernels, "ROWS_PART", 1 << 30)   # the whole call
+        want = _run(f, [x, w], 1)
+    np.testing.assert_array_equal(got[1], want[1])           # row results: bitwise
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)   # sums: to rounding
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-5)

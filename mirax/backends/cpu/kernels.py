@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 
 from mirax.backends.cpu import parallel
-from mirax.backends.cpu.threads import pool
+from mirax.backends.cpu.threads import blas, n_threads, parts, pool
+from mirax.core.primitive import registry
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
@@ -120,6 +121,90 @@ def specialize(node) -> Callable | None:
     """A kernel for this one node (its params bound), or None."""
     make = _SPECIALIZE.get(node.prim.name)
     return make(node) if make is not None else None
+
+
+# --- attention: the batch split over the thread pool ---------------------------------------
+ATTN_MIN = 1 << 17   # score elements (B H T S) from which the batch is split
+
+
+def _batch_parts(name: str, lead: int):
+    """A kernel running the reference impl of `name` on parts of the batch (axis 0 of q,
+    argument `lead`) on the thread pool: every (batch, head) is computed alone, so the
+    values are bitwise those of the whole call. With a bias the whole call (its gradient
+    sums over the batch)."""
+    def run(*args, **params):
+        impl = registry[name].impl
+        q, k = args[lead], args[lead + 1]
+        b = q.shape[0]
+        t = min(n_threads(), b)
+        if t <= 1 or params["has_bias"] or q.shape[0] * q.shape[1] * q.shape[2] * \
+                k.shape[1] < ATTN_MIN:
+            return impl(*args, **params)
+        ps = parts(b, -(-b // t))
+        blas.set(1)
+        outs = pool.map(lambda i: impl(*(a[ps[i][0]:ps[i][1]] if np.ndim(a) and
+                                         a.shape[0] == b else a for a in args), **params),
+                        len(ps))
+        if isinstance(outs[0], list):
+            return [np.concatenate([o[j] for o in outs]) for j in range(len(outs[0]))]
+        return np.concatenate(outs)
+    return run
+
+
+NATIVE["dot_product_attention"] = _batch_parts("dot_product_attention", 0)
+NATIVE["dot_product_attention_bwd"] = _batch_parts("dot_product_attention_bwd", 2)
+
+
+# --- row-wise composites: rows split over the thread pool -----------------------------------
+ROWS_PART = 1 << 16   # elements per part (whole rows; fixed: values do not depend on threads)
+
+
+def _row_parts(name: str, lead: int):
+    """A kernel running the reference impl of the row-wise composite `name` (normalized
+    over the last axis) on parts of its rows on the thread pool: every operand of the row
+    operand's shape (argument `lead`) is cut into the same rows, the others (weights) pass
+    whole. Row results are bitwise the whole call's; results summed over the rows (a
+    weight's gradient) are the parts' sums added in part order."""
+    def run(*args, **params):
+        impl = registry[name].impl
+        x = args[lead]
+        axes = params.get("axes", (-1,))
+        if x.ndim < 2 or x.size < 2 * ROWS_PART or x.dtype not in _FAST or \
+                tuple(axes) not in ((-1,), (x.ndim - 1,)):
+            return impl(*args, **params)
+        d = x.shape[-1]
+        rows = x.size // d
+        ps = parts(rows, max(1, ROWS_PART // d))
+        if len(ps) < 2:
+            return impl(*args, **params)
+        flat = [a.reshape(rows, d) if np.shape(a) == x.shape else a for a in args]
+        cut = [np.shape(a) == x.shape for a in args]
+        if "axes" in params:
+            params = {**params, "axes": (1,)}
+
+        def part(i):
+            s, e = ps[i]
+            return impl(*(a[s:e] if c else a for a, c in zip(flat, cut)), **params)
+        outs = pool.map(part, len(ps))
+        if not isinstance(outs[0], list):
+            return np.concatenate(outs).reshape(x.shape)
+        res = []
+        for j, y in enumerate(outs[0]):
+            if np.ndim(y) == 2 and y.shape[-1] == d and y.shape[0] == ps[0][1]:
+                res.append(np.concatenate([o[j] for o in outs]).reshape(x.shape))
+            else:
+                acc = np.array(y)
+                for o in outs[1:]:
+                    acc += o[j]
+                res.append(acc)
+        return res
+    return run
+
+
+for _name, _lead in (("layer_norm", 0), ("rms_norm", 0), ("softmax", 0), ("log_softmax", 0),
+                     ("layer_norm_bwd", 2), ("rms_norm_bwd", 2), ("softmax_bwd", 2),
+                     ("log_softmax_bwd", 2)):
+    NATIVE.setdefault(_name, _row_parts(_name, _lead))
 
 
 # --- index_add: blocked flat scatter -------------------------------------------------------
