@@ -26,6 +26,19 @@ def _run(f, args, n, backend=cpu_backend):
         return [np.asarray(o) for o in run(*args)]
 
 
+@pytest.fixture
+def splits(monkeypatch):
+    """A list that records the number of parts of every pool.map call."""
+    seen = []
+    real = threads.Pool.map
+
+    def spy(self, fn, n, threads=None):
+        seen.append(n)
+        return real(self, fn, n, threads)
+    monkeypatch.setattr(threads.Pool, "map", spy)
+    return seen
+
+
 def _same_at_every_thread_count(f, *args, backend=cpu_backend):
     one = _run(f, args, 1, backend)
     for n in (2, 3):
@@ -65,18 +78,19 @@ def test_small_ops_stay_on_one_thread():
 
 @pytest.mark.parametrize("axes", [(0,), (1,), (0, 1), (1, 2), (0, 2), (0, 1, 2)])
 @pytest.mark.parametrize("op", ["sum", "max"])
-def test_reductions(axes, op):
-    x = RNG.standard_normal((300, 40, 24)).astype(np.float32)
+def test_reductions(axes, op, splits):
+    x = RNG.standard_normal((1200, 40, 24)).astype(np.float32)
     f = {"sum": mnp.sum, "max": mnp.max}[op]
     got = _same_at_every_thread_count(lambda x: f(x, axis=axes), x, backend=UNFUSED)[0]
     want = {"sum": np.sum, "max": np.max}[op](x, axis=axes)
+    assert any(n > 1 for n in splits)
     if op == "max" or 0 not in axes:   # rows apart, or exact: NumPy's values
         np.testing.assert_array_equal(got, want)
     else:
         assert np.all(np.abs(got - want) <= _sum_tol(x, axes))
 
 
-def test_blocked_fusion_with_reductions(knobs):
+def test_blocked_fusion_with_reductions(knobs, splits):
     knobs(numba=False)   # the NumPy chunked path
     x = RNG.uniform(-2, 2, (700, 600)).astype(np.float32)
     f = lambda x: [mnp.sum(mnp.exp(mnp.sin(x) * x) - x / 3.0, axis=0),
@@ -85,6 +99,7 @@ def test_blocked_fusion_with_reductions(knobs):
     g = optimize(mx.make_graph(f)(x), cpu_backend)
     assert "fusion" in [n.prim.name for n in g.nodes]
     got = _same_at_every_thread_count(f, x)
+    assert any(n > 1 for n in splits)
     want = _run(f, [x], 1, UNFUSED)
     t = np.exp(np.sin(x) * x) - x / 3.0
     assert np.all(np.abs(got[0] - want[0]) <= _sum_tol(t, 0))
@@ -93,7 +108,7 @@ def test_blocked_fusion_with_reductions(knobs):
 
 
 @pytest.mark.parametrize("shape", [(300_000,), (400, 700)])
-def test_compiled_loops(shape, knobs, tmp_path):
+def test_compiled_loops(shape, knobs, tmp_path, splits):
     pytest.importorskip("numba")
     knobs(numba=True, cache_dir=str(tmp_path))
     x, m, v = (RNG.standard_normal(shape).astype(np.float32) for _ in range(3))
@@ -109,6 +124,7 @@ def test_compiled_loops(shape, knobs, tmp_path):
     assert any(n.prim.name == "fusion" and loops.eligible(n.params["graph"].nodes)
                for n in g.nodes)
     got = _same_at_every_thread_count(adam, x, m, v)
+    assert any(n > 1 for n in splits)
     want = _run(adam, [x, m, v], 1, UNFUSED)
     for a, b in zip(got[:3], want):
         np.testing.assert_array_equal(a, b)
@@ -117,16 +133,17 @@ def test_compiled_loops(shape, knobs, tmp_path):
         assert np.all(np.abs(got[3] - want[3]) <= _sum_tol(t, 0))
 
 
-def test_stacked_small_products_split_over_the_stack():
-    q = RNG.standard_normal((48, 64, 32)).astype(np.float32)
-    k = RNG.standard_normal((48, 64, 32)).astype(np.float32)
+def test_stacked_small_products_split_over_the_stack(splits):
+    q = RNG.standard_normal((64, 128, 64)).astype(np.float32)
+    k = RNG.standard_normal((64, 128, 64)).astype(np.float32)
     f = lambda q, k: mnp.einsum("bqd,bkd->bqk", q, k)
     got = _same_at_every_thread_count(f, q, k)[0]
+    assert any(n > 1 for n in splits)
     np.testing.assert_array_equal(got, np.matmul(q, k.transpose(0, 2, 1)))
 
 
 @pytest.mark.parametrize("m,k,n", [(512, 256, 256), (40, 512, 1024), (256, 512, 10)])
-def test_products_split_over_the_pool(m, k, n):
+def test_products_split_over_the_pool(m, k, n, splits):
     x = RNG.standard_normal((m, k)).astype(np.float32)
     w = RNG.standard_normal((k, n)).astype(np.float32)
     f = lambda x, w: [x @ w, mnp.einsum("ij,kj->ik", x, w.T)]
@@ -139,6 +156,7 @@ def test_products_split_over_the_pool(m, k, n):
             np.testing.assert_allclose(a, b, rtol=0, atol=4 * k * np.finfo(np.float32).eps *
                                        np.max(np.abs(x)) * np.max(np.abs(w)))
     np.testing.assert_allclose(one[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+    assert any(s > 1 for s in splits) == (n > 10)
     if threads.blas.available:
         assert threads.blas.threads() == 1   # BLAS never starts threads of its own
 

@@ -52,7 +52,7 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 _BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
 
 MIN_SIZE = 1 << 12   # elements: below this the call costs more than the unfused ops
-PART = 1 << 16       # elements per part run by one thread of the pool
+PART = 1 << 17       # elements per part run by one thread of the pool
 MIN_OPS = 2
 
 _numba = None

@@ -2,8 +2,8 @@
 
 lower.py asks `elementwise(u, node)` / `reduction(node)` for a kernel when a node's value
 is big (MIN_SIZE elements or more) and its dtypes are plain floats; None leaves the node to
-the one-thread NumPy call. The split is threads.py's: parts of GRAIN elements (rows of
-the leading axis, whole rows per part), the same at every thread count.
+the one-thread NumPy call. The split is threads.py's: parts of GRAIN (GRAIN_CHEAP)
+elements (rows of the leading axis, whole rows per part), the same at every thread count.
 - elementwise: each part computes its slice of the output; values are bitwise those of the
   whole-array call (a ufunc computes every element on its own).
 - reductions keeping axis 0: each part reduces its rows; bitwise equal as well.
@@ -22,21 +22,27 @@ import numpy as np
 
 from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, blas, n_threads, parts, pool
 
-GRAIN = 1 << 16      # elements per part (f32: 256 KiB, a part of an exp takes ~40 us)
-MIN_SIZE = 1 << 17   # at least two parts, else the op stays on the calling thread
+# Elements per part: a part should take ~50 us or more (waking a thread and the Python
+# around a part cost ~10-20 us): an exp or tanh on 64k floats does, an add needs 256k.
+GRAIN = 1 << 16              # transcendental functions
+GRAIN_CHEAP = 1 << 18        # arithmetic, comparisons, reductions
+MIN_SIZE = 2 * GRAIN         # at least two parts, else the op stays on the calling thread
+_COSTLY = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sin", "cos",
+           "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh",
+           "arctanh", "power", "arctan2", "cbrt", "logaddexp", "true_divide", "sqrt"}
 MIN_ROWS = 32        # a product is split into parts of at least this many rows (or columns)
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
 
 
-def _rows_split(shape) -> tuple[int, int] | None:
+def _rows_split(shape, grain: int = GRAIN_CHEAP) -> tuple[int, int] | None:
     """(rows per part, number of rows) splitting `shape` along axis 0, or None when axis 0
     is too short to give two parts."""
     if not shape:
         return None
     row = math.prod(shape[1:])
-    step = max(1, GRAIN // max(row, 1))
+    step = max(1, grain // max(row, 1))
     return (step, shape[0]) if shape[0] >= 2 * step else None
 
 
@@ -51,7 +57,7 @@ def elementwise(u, node):
     if any(np.dtype(a.dtype) not in _FLOATS or np.dtype(a.dtype) != np.dtype(ins[0].dtype)
            for a in ins) or (dt != np.dtype(ins[0].dtype) and dt != np.dtype(np.bool_)):
         return None
-    split = _rows_split(shape)
+    split = _rows_split(shape, GRAIN if u.__name__ in _COSTLY else GRAIN_CHEAP)
     if split is None:
         return None
     step, n = split

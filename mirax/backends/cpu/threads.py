@@ -190,6 +190,6 @@ def _loaded_libraries() -> list[str]:
 
 blas = Blas()
 
-# GEMM flops (2 m n k) per thread: a part smaller than this costs more to hand to a thread
-# than it saves (a 256x512x512 product gains from a second thread, 64x128x128 does not)
-GEMM_FLOPS_PER_THREAD = 1 << 22
+# GEMM flops (2 m n k) per thread: ~150 us of one core's sgemm; a smaller part costs too
+# much to hand to a thread (waking it, packing the shared operand again)
+GEMM_FLOPS_PER_THREAD = 1 << 24
