@@ -26,6 +26,14 @@ def _run(f, args, n, backend=cpu_backend):
         return [np.asarray(o) for o in run(*args)]
 
 
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch):
+    """Every call tries the workers (on this shared machine they are often late, which
+    would otherwise send calls to the caller alone: the same values, untested threads)."""
+    monkeypatch.setattr(threads, "BACKOFF", 0)
+    threads.pool.backoff = 0
+
+
 @pytest.fixture
 def splits(monkeypatch):
     """A list that records the number of parts of every pool.map call."""
@@ -232,3 +240,13 @@ def test_row_composites_split_over_rows(op, monkeypatch):
     np.testing.assert_array_equal(got[1], want[1])           # row results: bitwise
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)   # sums: to rounding
     np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-5)
+
+
+def test_backoff_runs_on_the_caller(monkeypatch):
+    import threading
+    me = threading.get_ident()
+    threads.pool.backoff = 2
+    with config.override(cpu_threads=3):
+        for left in (1, 0):
+            ids = threads.pool.map(lambda i: threading.get_ident(), 8)
+            assert set(ids) == {me} and threads.pool.backoff == left

@@ -8,6 +8,11 @@ for everything means one thread count to size (numba's own threading layer would
 second pool, OpenMP a third), and the pool's workers sleep on a queue (no spinning), so
 they take nothing from BLAS's threads while a GEMM runs.
 
+On a machine whose cores are busy with other processes, a worker that is descheduled in
+the middle of its part holds up the op: when the caller waits on workers longer than it
+worked itself, the pool runs the next calls on the caller alone for a while (values do not
+change: the parts are the same).
+
 Work is split into parts of a fixed size (`grain` elements or rows) that does not depend
 on the thread count; partial results (reductions) are combined in part order on the
 calling thread. So a plan's results are the same, bit for bit, at every thread count and on
@@ -29,6 +34,7 @@ import itertools
 import os
 import queue
 import threading
+import time
 
 from mirax.core import config
 
@@ -65,6 +71,7 @@ class Pool:
         self._workers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._local = threading.local()
+        self.backoff = 0   # calls left that run on the caller alone (workers came late)
 
     def _ensure(self, n: int):
         if len(self._workers) >= n:
@@ -89,7 +96,9 @@ class Pool:
         yet: on a busy machine it may run every part itself, and then returns as soon as
         the parts a worker did claim are done (workers that wake later find none)."""
         t = min(n_threads() if threads is None else threads, n)
-        if t <= 1 or getattr(self._local, "worker", False):
+        if t <= 1 or getattr(self._local, "worker", False) or self.backoff > 0:
+            if t > 1 and self.backoff > 0:
+                self.backoff -= 1
             return [fn(i) for i in range(n)]
         out: list = [None] * n
         errors: list = []
@@ -115,13 +124,21 @@ class Pool:
         self._ensure(t - 1)
         for _ in range(t - 1):
             self._jobs.put(drain)
+        t0 = time.perf_counter()
         drain()
+        t1 = time.perf_counter()
         finished.wait()
+        if time.perf_counter() - t1 > max(t1 - t0, 1e-4):
+            # the caller waited for workers longer than it worked itself: the cores are
+            # busy with other processes (a descheduled worker holds up the whole op), so
+            # the next BACKOFF calls run on the caller alone; then the workers are tried again
+            self.backoff = BACKOFF
         if errors:
             raise errors[0]
         return out
 
 
+BACKOFF = 200   # calls run on the caller alone after workers kept it waiting
 pool = Pool()
 
 
