@@ -250,3 +250,12 @@ def test_backoff_runs_on_the_caller(monkeypatch):
         for left in (1, 0):
             ids = threads.pool.map(lambda i: threading.get_ident(), 8)
             assert set(ids) == {me} and threads.pool.backoff == left
+
+
+def test_blocked_elementwise_parts_spread_evenly(knobs, splits):
+    knobs(numba=False)
+    x = RNG.uniform(-2, 2, 300_001).astype(np.float32)
+    f = lambda x: [mnp.exp(mnp.sin(x) * x) - x / 3.0 + 1.0]
+    got = _same_at_every_thread_count(f, x)
+    assert any(n > 1 for n in splits)
+    np.testing.assert_array_equal(got[0], _run(f, [x], 1, UNFUSED)[0])

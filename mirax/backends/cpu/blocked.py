@@ -16,9 +16,10 @@ rows per chunk, and an outside input with S's leading dimension is sliced while 
 Reductions accumulate chunk partials (same ufunc, e.g. sums of chunk sums: equal to the
 unfused sum up to rounding); a reduction keeping axis 0 writes its rows directly.
 Elementwise values are bitwise those of the unfused plan.
-Threads: the chunks are grouped into parts of PART elements that run on the thread pool
-(threads.py), each part with its own temporaries and partial reductions; the partials are
-combined in part order, so values do not depend on the thread count.
+Threads: the chunks are grouped into parts that run on the thread pool (threads.py), each
+part with its own temporaries and partial reductions. With reductions the parts have PART
+elements and the partials are combined in part order, so values do not depend on the
+thread count; without, the chunks are spread evenly over the call's threads.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import sys
 
 import numpy as np
 
-from mirax.backends.cpu.threads import pool
+from mirax.backends.cpu.threads import n_threads, pool
 
 BLOCK = 1 << 14      # elements per chunk (f32: 64 KiB per temporary; measured best)
 PART = 1 << 16       # elements per part run by one thread (whole chunks)
@@ -275,9 +276,13 @@ def compile_fusion(node):
             loop.append(f"{dest}[...] = _k{k}({', '.join(args)})")
     # parts of `per` chunks run on the thread pool; each has its own temporaries and
     # partial reductions, combined in part order (the same at every thread count)
+    # (without partial reductions every element is computed alone: then the parts are
+    # spread evenly over the threads of the call, at least PART / 2 elements each)
     per = max(1, PART // BLOCK) * step
     n_parts = -(-n // per)
-    part = [f"s0 = pi * {per}", f"s1 = s0 + {per}", f"if s1 > {n}:", f"    s1 = {n}", *phead,
+    chunks = -(-n // step)
+    even = not partial and n_parts > 1
+    part = ["s0 = pi * per", "s1 = s0 + per", f"if s1 > {n}:", f"    s1 = {n}", *phead,
             f"for s in range(s0, s1, {step}):", f"    e = s + {step}", "    if e > s1:",
             "        e = s1"]
     part.extend(f"        {t} = {t}[:e - s]" for t in temps)
@@ -289,9 +294,17 @@ def compile_fusion(node):
     body.append(f"    with {_ERRSTATE}:")
     body.extend("        " + ln for ln in part)
     if n_parts == 1:
+        body.append(f"per = {per}")
         body.append("ps = [part(0)]")
+    elif even:
+        env["_map"], env["_threads"] = pool.map, n_threads
+        most = max(1, n // max(1, PART // 2))   # parts of at least PART / 2 elements
+        body.append(f"k = min(_threads(), {most})")
+        body.append(f"per = -(-{chunks} // k) * {step}")
+        body.append(f"ps = _map(part, -(-{n} // per))")
     else:
         env["_map"] = pool.map
+        body.append(f"per = {per}")
         body.append(f"ps = _map(part, {n_parts})")
     for j, (r, u) in enumerate(partial):
         body.append(f"{r} = ps[0][{j}]")
