@@ -20,9 +20,10 @@ every layer's weight matrix). Elementwise results equal the unfused plan's bit f
 bit (IEEE ops, no fast-math contraction). Kernels are cached in memory and, compiled, on
 disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source hash; MIRAX_NUMBA=0 turns the
 path off. MIRAX_DEBUG=3 prints the source.
-Threads: kernels are compiled `nogil` and called on parts of PART elements (rows) from the
-thread pool (threads.py); leading-axis sums are summed per part and the parts' sums added
-in part order, so values do not depend on the thread count.
+Threads: kernels are compiled `nogil` and called on parts (rows; a flat group's columns)
+from the thread pool (threads.py). Groups with leading-axis sums have parts of PART
+elements, sum per part and add the parts' sums in part order, so values do not depend on
+the thread count; elementwise groups spread their rows evenly over the call's threads.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirax.backends.cpu.threads import parts, pool
+from mirax.backends.cpu.threads import n_threads, parts, pool
 from mirax.core import config
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -220,7 +221,10 @@ def compile_fusion(node):
         return blocked.compile_fusion(node)
     kinds = [lay.ins[v] for v in ins]
     red_out = [o in red for o in outs]
-    if len(ps) == 1:
+    even = not red    # no sums: parts spread evenly over the call's threads (any split
+    # gives the same values), at least PART / 2 elements each
+    most = max(1, (L * R) // (PART // 2))
+    if len(ps) == 1 and (not even or most == 1):
         def run(*bufs):
             xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
             ys = [np.empty(s, d) for s, d, _ in out_specs]
@@ -237,9 +241,14 @@ def compile_fusion(node):
     def run_parts(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
         ys = [np.empty(s, d) for s, d, _ in out_specs]
+        pps = ps
+        if even:
+            extent = R if by_cols else L
+            g = -(-extent // min(n_threads(), most))
+            pps = parts(extent, -(-g // 16) * 16 if by_cols else g)
 
         def part(i):
-            s, e = ps[i]
+            s, e = pps[i]
             sums = [np.empty(y.shape, y.dtype) for y, r in zip(ys, red_out) if r]
             it = iter(sums)
             kernel(L if by_cols else e - s, e - s if by_cols else R,
@@ -247,7 +256,7 @@ def compile_fusion(node):
                    *(next(it) if r else cut_in["full"](y, s, e)
                      for y, r in zip(ys, red_out)))
             return sums
-        partial = pool.map(part, len(ps))
+        partial = pool.map(part, len(pps))
         for k, y in enumerate(y for y, r in zip(ys, red_out) if r):
             y[...] = partial[0][k]     # the parts' sums, in part order
             for q in partial[1:]:
