@@ -811,15 +811,15 @@ def write_scaling(out):
         for n in counts:
             r = runs[n].get(k)
             ratio = r and (r.get("vs_jax_eager") if k[0] == "W8" else r.get("vs_jax_jit"))
-            row.append("-" if r is None else f"{r['ms']:.3f}" + (f" ({ratio:.2f})" if ratio
-                                                                  else ""))
+            t = r and (f"{r['us_per_op']:.2f} us" if "us_per_op" in r else f"{r['ms']:.3f}")
+            row.append("-" if r is None else t + (f" ({ratio:.2f})" if ratio else ""))
         for n in counts:
             if n != 1:
                 a, b = runs.get(1, {}).get(k), runs[n].get(k)
                 row.append(f"{a['ms'] / b['ms']:.2f}x" if a and b else "-")
         rows.append(row)
     (out / "scaling.md").write_text(
-        "# mirax benchmark suite: per-core scaling\n\nTime per call (ms; W8: per op) and, in "
+        "# mirax benchmark suite: per-core scaling\n\nTime per call (ms; W8: us per op) and, in "
         "brackets, the ratio to JAX jit at the same thread count (W8: to JAX eager); "
         "speedup: one thread's time over N threads' time, same framework.\n\n" +
         markdown_table(header, rows) + "\n")

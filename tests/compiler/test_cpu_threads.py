@@ -165,8 +165,25 @@ def test_products_split_over_the_pool(m, k, n, splits):
                                        np.max(np.abs(x)) * np.max(np.abs(w)))
     np.testing.assert_allclose(one[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
     assert any(s > 1 for s in splits) == (n > 10)
-    if threads.blas.available:
-        assert threads.blas.threads() == 1   # BLAS never starts threads of its own
+
+
+
+def test_plans_run_blas_on_one_thread_and_restore_the_count(monkeypatch):
+    if not threads.blas.available:
+        pytest.skip("no OpenBLAS found to drive")
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **k: seen.append(threads.blas.threads())
+                        or real(*a, **k))
+    before = threads.blas.threads()
+    threads.blas.set(2)
+    try:
+        a = RNG.standard_normal((64, 64)).astype(np.float32)
+        _run(lambda a, b: a @ b, [a, a], 2)
+        assert seen and set(seen) == {1}       # inside the plan: one BLAS thread
+        assert threads.blas.threads() == 2     # the caller's count is back
+    finally:
+        threads.blas.set(before)
 
 
 def test_knob():

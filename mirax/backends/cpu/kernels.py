@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from mirax.backends.cpu import parallel
-from mirax.backends.cpu.threads import blas, n_threads, parts, pool
+from mirax.backends.cpu.threads import n_threads, parts, pool
 from mirax.core.primitive import registry
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
@@ -141,7 +141,6 @@ def _batch_parts(name: str, lead: int):
                 k.shape[1] < ATTN_MIN:
             return impl(*args, **params)
         ps = parts(b, -(-b // t))
-        blas.set(1)
         outs = pool.map(lambda i: impl(*(a[ps[i][0]:ps[i][1]] if np.ndim(a) and
                                          a.shape[0] == b else a for a in args), **params),
                         len(ps))

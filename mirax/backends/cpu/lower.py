@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from mirax.backends.cpu import parallel
+from mirax.backends.cpu import parallel, threads
 from mirax.backends.cpu.kernels import mul_sum, specialize
 from mirax.core import profile_events
 from mirax.ir.graph import Graph
@@ -144,6 +144,12 @@ def lower(graph: Graph):
     # call); otherwise this one test is all the profiler costs
     call = ", ".join(["_pe.active", *args])
     body.insert(0, f"if _pe.active is not None:\n    return _traced({call})")
+    if any(n.prim.name in threads.BLAS_USERS for n in graph.nodes):
+        # products run on the pool with one BLAS thread each; the caller's count comes back
+        body = ["_b = _blas_enter()", "try:", *("    " + ln for line in body
+                                                for ln in line.splitlines()),
+                "finally:", "    _blas_exit(_b)"]
+        env["_blas_enter"], env["_blas_exit"] = threads.blas.enter, threads.blas.exit
     src = "\n".join([f"def run({', '.join(args)}):"] +
                     ["    " + ln for line in body for ln in line.splitlines()])
     from mirax.compiler.pipeline import debug_level

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, blas, n_threads, parts, pool
+from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, n_threads, parts, pool
 
 # Elements per part: a part should take ~50 us or more (waking a thread and the Python
 # around a part cost ~10-20 us): an exp or tanh on 64k floats does, an add needs 256k.
@@ -139,7 +139,6 @@ def matmul(x, y):
     GEMM_FLOPS_PER_THREAD: the output's rows (or, for few rows, its columns) split into one
     part per thread, each part one single-threaded BLAS call. Each output element is the
     same BLAS dot product as in the whole call (OpenBLAS blocks K alike for every M)."""
-    blas.set(1)
     m, k = x.shape
     n = y.shape[1]
     t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
@@ -161,7 +160,6 @@ def matmul(x, y):
 def matmul_stack(x, y):
     """x @ y for stacks (b, m, k) @ (b, k, n): the stack split over the threads when it has
     a product per thread (attention heads), else each product split (matmul)."""
-    blas.set(1)
     b, m, k = x.shape
     n = y.shape[2]
     t = min(n_threads(), (2 * b * m * k * n) // GEMM_FLOPS_PER_THREAD)

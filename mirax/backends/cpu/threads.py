@@ -22,8 +22,9 @@ results differ from that call by rounding only.
 Thread count: `mx.config` knob cpu_threads (0: every core of this process's CPU affinity,
 read at each call, so `config.override(cpu_threads=1)` holds for a block). Small ops stay on
 the calling thread: a kernel goes parallel only with at least two parts of work.
-GEMMs: BLAS runs on one thread (`blas.set(1)`) and products are split over this pool
-(parallel.matmul), one part per thread. OpenBLAS's own threads spin while they wait: next
+GEMMs: inside a plan BLAS runs on one thread (`blas.enter`, the caller's count restored at
+the plan's end) and products are split over this pool (parallel.matmul), one part per
+thread. OpenBLAS's own threads spin while they wait: next
 to this pool, or on a machine shared with other processes, they fight for the cores (a
 256x512x512 product measured 74 ms on two busy cores against 0.9 ms on one thread).
 """
@@ -138,6 +139,9 @@ class Pool:
         return out
 
 
+# primitives whose CPU kernels call BLAS on the pool's threads (plans that hold one run
+# with one BLAS thread: lower.py)
+BLAS_USERS = frozenset({"dot_general", "dot_product_attention", "dot_product_attention_bwd"})
 BACKOFF = 200   # calls run on the caller alone after workers kept it waiting
 pool = Pool()
 
@@ -194,6 +198,18 @@ class Blas:
         if n != self.current and self._set is not None:
             self._set(n)
             self.current = n
+
+    def enter(self):
+        """One BLAS thread from here (a plan's products split over the pool); returns the
+        count to give back to `exit` (the user's own NumPy calls keep theirs)."""
+        prev = self.current
+        if prev != 1:
+            self.set(1)
+        return prev
+
+    def exit(self, prev):
+        if prev != 1 and prev is not None:
+            self.set(prev)
 
 
 def _loaded_libraries() -> list[str]:
