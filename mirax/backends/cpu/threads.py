@@ -161,7 +161,8 @@ class Blas:
         self._set = self._get = self._core = None
         self.current = None
         self.library = None
-        for path in _loaded_libraries():
+        # NumPy's own first (SciPy may have loaded another OpenBLAS before mirax)
+        for path in sorted(_loaded_libraries(), key=lambda p: "numpy" not in p):
             name = os.path.basename(path).lower()
             if "openblas" not in name:
                 continue
