@@ -6,8 +6,9 @@
 
 `trace(path)` records, while it is active, one slice per executed plan node (CPU plans;
 CUDA plans with CUDA events, on a track of their own), nested in a slice named after the
-jitted function, plus compile phases (trace, each compiler pass, lowering) and host
-transfers, then writes them as Chrome-trace JSON (open it in https://ui.perfetto.dev or
+jitted function, plus compile phases (trace, each compiler pass, lowering), host
+transfers and the parts the CPU thread pool ran (category "pool", on each thread's
+track), then writes them as Chrome-trace JSON (open it in https://ui.perfetto.dev or
 chrome://tracing). Plans run an instrumented variant only while a trace is on; outside
 one, the profiler costs a test per plan call.
 """

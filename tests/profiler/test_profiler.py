@@ -112,3 +112,19 @@ def test_directory_path(tmp_path):
     with mx.profiler.trace(tmp_path):
         time.sleep(0)
     assert json.loads((tmp_path / "mirax_trace.json").read_text())["traceEvents"]
+
+
+def test_pool_parts_on_their_threads():
+    x = RNG.standard_normal((1024, 512)).astype(np.float32)
+    f = mx.jit(lambda x: mnp.exp(x) + 1.0)
+    with mx.config.override(cpu_threads=2):
+        f(x)
+        with mx.profiler.trace():
+            f(x)
+    evs = mx.profiler.events()
+    nodes = [e for e in evs if e["cat"] == "cpu"]
+    parts = [e for e in evs if e["cat"] == "pool"]
+    assert len(parts) >= 2 and all(e["name"].startswith("part ") for e in parts)
+    for e in parts:   # inside the node that ran it
+        assert any(n["ts"] <= e["ts"] and e["ts"] + e["dur"] <= n["ts"] + n["dur"] + 1
+                   for n in nodes)

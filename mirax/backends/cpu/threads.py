@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 
-from mirax.core import config
+from mirax.core import config, profile_events
 
 
 def affinity() -> int:
@@ -89,6 +89,14 @@ class Pool:
         while True:
             self._jobs.get()()
 
+    @staticmethod
+    def _timed(rec, fn, i, n):
+        t0 = profile_events.now()
+        try:
+            return fn(i)
+        finally:
+            rec.add(f"part {i}/{n}", "pool", t0, profile_events.now())
+
     def map(self, fn, n: int, threads: int | None = None) -> list:
         """[fn(0), ..., fn(n - 1)], computed on up to `threads` threads (default
         n_threads()). A call from inside a worker runs inline (no nested parallelism).
@@ -97,10 +105,13 @@ class Pool:
         yet: on a busy machine it may run every part itself, and then returns as soon as
         the parts a worker did claim are done (workers that wake later find none)."""
         t = min(n_threads() if threads is None else threads, n)
+        rec = profile_events.active   # a profiler trace: a slice per part, on its thread
         if t <= 1 or getattr(self._local, "worker", False) or self.backoff > 0:
             if t > 1 and self.backoff > 0:
                 self.backoff -= 1
-            return [fn(i) for i in range(n)]
+            if rec is None or n == 1:
+                return [fn(i) for i in range(n)]
+            return [self._timed(rec, fn, i, n) for i in range(n)]
         out: list = [None] * n
         errors: list = []
         claim = itertools.count()   # next() on a count is atomic under the GIL
@@ -108,13 +119,14 @@ class Pool:
         lock = threading.Lock()
         finished = threading.Event()
 
+
         def drain():
             while True:
                 i = next(claim)
                 if i >= n:
                     return
                 try:
-                    out[i] = fn(i)
+                    out[i] = fn(i) if rec is None else self._timed(rec, fn, i, n)
                 except BaseException as e:   # re-raised on the caller
                     errors.append(e)
                 with lock:
