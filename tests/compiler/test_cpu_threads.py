@@ -276,3 +276,24 @@ def test_blocked_elementwise_parts_spread_evenly(knobs, splits):
     got = _same_at_every_thread_count(f, x)
     assert any(n > 1 for n in splits)
     np.testing.assert_array_equal(got[0], _run(f, [x], 1, UNFUSED)[0])
+
+
+def test_scatter_and_outer_products(monkeypatch, splits):
+    pytest.importorskip("numba")
+    from mirax.backends.cpu import kernels
+    monkeypatch.setattr(kernels, "SCATTER_PART", 64)
+    x = RNG.standard_normal((3000, 16)).astype(np.float32)
+    idx = RNG.integers(0, 500, 3000).astype(np.int32)
+    a = RNG.standard_normal((300, 64)).astype(np.float32)
+    b = RNG.standard_normal((300, 32)).astype(np.float32)
+    f = lambda x, idx, a, b: [mx.nn.index_add(x, idx, 500),
+                              mx.vmap(lambda u, v: u[:, None] @ v[None, :])(a, b)]
+    g = optimize(mx.make_graph(f)(x, idx, a, b), cpu_backend)
+    dot = next(n for n in g.nodes if n.prim.name == "dot_general")
+    assert dot.params["dimension_numbers"][1][0]   # batched outer products (k = 1)
+    got = _same_at_every_thread_count(f, x, idx, a, b)
+    assert any(n > 1 for n in splits)
+    want = np.zeros((500, 16), np.float32)
+    np.add.at(want, idx, x)                 # the same additions in index order
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], a[:, :, None] * b[:, None, :])

@@ -28,6 +28,7 @@ from mirax.core.primitive import registry
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
+SCATTER_PART = 1 << 18   # index_add: scattered elements per thread
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 NATIVE: dict[str, Callable] = {}
@@ -65,11 +66,17 @@ def _dot_general(node):
     if k == 1:  # outer products (per-example weight grads): one einsum, no BLAS calls
         sa, sb = (b, m) if lb else (m,), (b, n) if lb else (n,)
         subs = "bi,bj->bij" if lb else "i,j->ij"
+        ps = parts(b, max(1, parallel.GRAIN_CHEAP // (m * n))) if lb else []
 
         def outer(x, y):
             x = (x if ta is None else x.transpose(ta)).reshape(sa)
             y = (y if tb is None else y.transpose(tb)).reshape(sb)
-            return np.einsum(subs, x, y).reshape(out_shape)
+            if len(ps) < 2:
+                return np.einsum(subs, x, y).reshape(out_shape)
+            out = np.empty((b, m, n), dt)   # stacks of examples on the pool (exact products)
+            pool.map(lambda i: np.einsum(subs, x[ps[i][0]:ps[i][1]], y[ps[i][0]:ps[i][1]],
+                                         out=out[ps[i][0]:ps[i][1]]), len(ps))
+            return out.reshape(out_shape)
         return outer
     # products run on the thread pool, one BLAS thread each (parallel.matmul)
     if lb:  # stacked: contiguous stacks so that every matrix goes to BLAS
@@ -216,9 +223,15 @@ def _index_add(x, idx, *, num_rows):
     row = math.prod(x.shape[1:])
     from mirax.backends.cpu import loops
     if loops.available():
-        from mirax.backends.cpu._rows import scatter_add_rows
+        from mirax.backends.cpu._rows import scatter_add_rows, scatter_add_rows_range
         out = np.zeros((num_rows, row), x.dtype)
-        scatter_add_rows(np.ascontiguousarray(x).reshape(-1, row), idx, out)
+        flat = np.ascontiguousarray(x).reshape(-1, row)
+        t = min(n_threads(), num_rows, x.size // SCATTER_PART)
+        if t > 1:   # targets split over the threads, each scanning every index
+            ps = parts(num_rows, -(-num_rows // t))
+            pool.map(lambda i: scatter_add_rows_range(flat, idx, out, *ps[i]), len(ps))
+        else:
+            scatter_add_rows(flat, idx, out)
         return out.reshape((num_rows,) + x.shape[1:])
     out = np.zeros(num_rows * row, x.dtype)
     flat_x = np.ascontiguousarray(x).reshape(-1)
