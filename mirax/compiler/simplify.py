@@ -107,7 +107,9 @@ def _fold(node, ins, consts) -> bool:
     except Exception:  # leave it to run time (and its error message) instead
         return False
     outs = out if prim.multiple_results else [out]
-    bufs = [np.asarray(b) for b in outs]
+    # contiguous: a folded transpose is a view, which every use would read strided
+    bufs = [b if b.ndim == 0 or b.flags.c_contiguous else np.ascontiguousarray(b)
+            for b in map(np.asarray, outs)]
     if any(b.shape != o.aval.shape or b.dtype != o.aval.dtype
            for b, o in zip(bufs, node.outputs)):
         return False
