@@ -1,32 +1,35 @@
-"""The CPU backend's threads: one pool for fused loops and big elementwise ops and
-reductions, and the BLAS library's thread count set per GEMM.
+"""The CPU backend's threads: one pool for every parallel kernel (big elementwise ops and
+reductions, fusion loops, matrix products, attention, row-wise composites, scatter), and
+the BLAS library's thread count.
 
-Engine (measured against numba's `parallel=True` loops): a pool of plain Python threads
-running NumPy ufunc calls on chunks and numba kernels compiled `nogil`; both release the
-GIL for their inner loops, so the chunks of one op run at once on every core. One pool
-for everything means one thread count to size (numba's own threading layer would be a
-second pool, OpenMP a third), and the pool's workers sleep on a queue (no spinning), so
-they take nothing from BLAS's threads while a GEMM runs.
+Engine: a pool of plain Python threads running NumPy calls on parts of an op and numba
+kernels compiled `nogil`; both release the GIL in their inner loops, so the parts of one
+op run at once on every core. Why not numba's `parallel=True` loops or OpenMP: one pool
+for everything means one thread count to size and no second set of threads competing for
+the cores (numba's threading layer would be one, BLAS's another), NumPy's SIMD ufunc
+loops (exp, tanh) stay in use, and the workers sleep on a queue when idle (no spinning).
+Not measured against numba's parallel loops here: the 2 cores of this machine were shared
+with other jobs for the whole time.
 
 On a machine whose cores are busy with other processes, a worker that is descheduled in
 the middle of its part holds up the op: when the caller waits on workers longer than it
 worked itself, the pool runs the next calls on the caller alone for a while (values do not
 change: the parts are the same).
 
-Work is split into parts of a fixed size (`grain` elements or rows) that does not depend
-on the thread count; partial results (reductions) are combined in part order on the
-calling thread. So a plan's results are the same, bit for bit, at every thread count and on
-every run; where a part split changes a reduction's order against the unsplit NumPy call,
-results differ from that call by rounding only.
+Where the split decides a result's rounding (reductions: partial results combined in part
+order), parts have a fixed size that does not depend on the thread count, so a plan's
+results are the same, bit for bit, at every thread count and on every run; against the
+unsplit NumPy call they differ by rounding only. Elementwise work, whose values do not
+depend on the split, is spread evenly over the threads of the call.
 
 Thread count: `mx.config` knob cpu_threads (0: every core of this process's CPU affinity,
 read at each call, so `config.override(cpu_threads=1)` holds for a block). Small ops stay on
 the calling thread: a kernel goes parallel only with at least two parts of work.
 GEMMs: inside a plan BLAS runs on one thread (`blas.enter`, the caller's count restored at
 the plan's end) and products are split over this pool (parallel.matmul), one part per
-thread. OpenBLAS's own threads spin while they wait: next
-to this pool, or on a machine shared with other processes, they fight for the cores (a
-256x512x512 product measured 74 ms on two busy cores against 0.9 ms on one thread).
+thread. OpenBLAS's own threads spin while they wait: next to this pool, or on a machine
+shared with other processes, they fight for the cores (a 256x512x512 product measured
+74 ms on two busy cores against 0.9 ms on one thread).
 """
 from __future__ import annotations
 
