@@ -1,7 +1,8 @@
-"""Shared benchmark plumbing: one thread, one pinned CPU, interleaved rounds, medians.
+"""Shared benchmark plumbing: one thread on one pinned CPU (or n threads on n cores),
+interleaved rounds, medians.
 
-Import this module first (before NumPy, JAX or PyTorch) and call `single_thread()`: the
-thread-count variables are read when those libraries load.
+Import this module first (before NumPy, JAX or PyTorch) and call `single_thread()` or
+`use_threads(n)`: the thread-count variables are read when those libraries load.
 """
 import os
 import statistics
@@ -9,23 +10,48 @@ import time
 
 
 def single_thread():
+    use_threads(1)
+
+
+def use_threads(n: int) -> int:
+    """Run every framework on n cores (0: all the process may use): the process is pinned
+    to the first n of its cores (one core for n = 1), and the thread pools of BLAS,
+    OpenMP, XLA and mirax are sized to them. Returns the number of cores."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    n = n or len(cores) or os.cpu_count() or 1
     for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-              "NUMEXPR_NUM_THREADS"):
-        os.environ[v] = "1"
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+              "NUMEXPR_NUM_THREADS", "MIRAX_CPU_THREADS"):
+        os.environ[v] = str(n)
+    if n == 1:
+        os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    if cores and n < len(cores):
+        os.sched_setaffinity(0, set(cores[:n]))
+    return n
 
 
 def torch_single_thread():
+    torch_threads(1)
+
+
+def torch_threads(n: int):
     try:
         import torch
-        torch.set_num_threads(1)
+        torch.set_num_threads(n)
         torch.set_num_interop_threads(1)
     except Exception:  # not installed, or interop threads already set
         pass
+
+
+def blas_info() -> list:
+    """The BLAS libraries loaded (threadpoolctl's view: library, kernel, threads)."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    return [{k: d.get(k) for k in ("internal_api", "version", "architecture", "num_threads",
+                                   "filepath")} for d in threadpool_info()]
 
 
 def interleave(cases: dict, rounds: int = 7, number: int = 1, warmup: int = 2) -> dict:

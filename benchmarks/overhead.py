@@ -15,7 +15,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import interleave, markdown_table, single_thread, torch_single_thread  # noqa: E402
 
-single_thread()
+if __name__ == "__main__":   # (imported by suite.py, which sets its own thread count)
+    single_thread()
 
 import argparse  # noqa: E402
 
@@ -60,7 +61,8 @@ def frameworks():
         pass
     try:
         import torch
-        torch_single_thread()
+        if __name__ == "__main__":
+            torch_single_thread()
         tx, ty = torch.from_numpy(xs.copy()), torch.from_numpy(ys.copy())
         out["torch eager"] = lambda: chain(torch, tx, ty)
     except ImportError:

@@ -2,6 +2,11 @@
 in one run.
 
     python benchmarks/suite.py [--rounds 5] [--only W1,W4] [--torch-compile] [--no-eager]
+                               [--threads N]
+
+--threads N runs every framework on N cores (0: all the process may use; default 1: one
+thread on one pinned core): the process is pinned to N cores and the thread pools of
+mirax (cpu_threads), BLAS, XLA and PyTorch are sized to them.
 
 Workloads (same data and initial weights for every framework; a correctness cross-check
 against JAX before timing; medians of interleaved rounds after warm-up):
@@ -27,16 +32,21 @@ make_hvp (reverse over reverse), W7's jacrev is autograd.jacobian and its jacfwd
 (it has no index_add / segment ops: np.add.at is not differentiable in autograd), from
 W8 (benchmarks/overhead.py's peers) and from W9 (it compiles nothing, so has no first call).
 Results: benchmarks/results/suite.json and suite.md (and suite.png when matplotlib is
-installed). Ratios are time / JAX jit time: below 1 means faster than JAX.
+installed) for one thread, suite_<N>t.json / .md for N threads, and scaling.md, the
+per-core scaling over every thread count with results (`--scaling` rebuilds it alone).
+Ratios are time / JAX jit time: below 1 means faster than JAX.
 """
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import interleave, markdown_table, single_thread, torch_single_thread  # noqa: E402
+from common import blas_info, interleave, markdown_table, torch_threads, use_threads  # noqa
 
-single_thread()
+# the thread count is fixed before NumPy, JAX and PyTorch load (they read it at import)
+_pre = [a for a in sys.argv[1:] if a.startswith("--threads")]
+THREADS = use_threads(int(_pre[0].split("=")[1]) if _pre and "=" in _pre[0] else
+                      int(sys.argv[sys.argv.index("--threads") + 1]) if _pre else 1)
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -57,7 +67,7 @@ except ImportError:  # the suite needs JAX as its reference
     jax = jnp = None
 try:
     import torch
-    torch_single_thread()
+    torch_threads(THREADS)
 except ImportError:
     torch = None
 try:
@@ -736,18 +746,33 @@ def save(results, args):
     meta = {"python": platform.python_version(), "numpy": np.__version__,
             "jax": getattr(jax, "__version__", None),
             "torch": getattr(torch, "__version__", None), "rounds": args.rounds,
-            "machine": platform.machine(), "processor": platform.processor()}
-    (out / "suite.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+            "machine": platform.machine(), "processor": platform.processor(),
+            "threads": THREADS, "blas": blas_info()}
+    stem = "suite" if THREADS == 1 else f"suite_{THREADS}t"
+    if args.only:   # a partial run: merged into the saved results of the other workloads
+        old = out / f"{stem}.json"
+        if old.exists():
+            kept = [r for r in json.loads(old.read_text())["results"]
+                    if r["workload"] not in args.only]
+            results = kept + results
+            results.sort(key=lambda r: int(r["workload"][1:]))
+    (out / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": results},
+                                                 indent=1))
     rows = []
     for r in results:
         ratio = r.get("vs_jax_eager") if r["workload"] == "W8" else r.get("vs_jax_jit")
         unit = f"{r['us_per_op']:.2f} µs/op" if "us_per_op" in r else f"{r['ms']:.3f} ms"
         rows.append([r["workload"], r["case"], unit, f"{ratio:.2f}" if ratio else "-"])
-    md = ("# mirax benchmark suite\n\nOne thread, one pinned CPU; medians of "
+    where = "One thread, one pinned CPU" if THREADS == 1 else \
+        f"{THREADS} threads on {THREADS} pinned CPUs (every framework)"
+    kernel = ", ".join(f"{b['internal_api']} {b['version']} {b['architecture']} kernels, "
+                       f"{b['num_threads']} threads" for b in meta["blas"])
+    md = (f"# mirax benchmark suite\n\n{where}; medians of "
           f"{args.rounds} interleaved rounds after warm-up. Ratio: time / JAX jit (W8: / "
-          "JAX eager); below 1 is faster than JAX.\n\n" +
-          markdown_table(["workload", "case", "time", "ratio vs JAX"], rows) + "\n")
-    (out / "suite.md").write_text(md)
+          "JAX eager); below 1 is faster than JAX." + (f" BLAS: {kernel}." if kernel else "")
+          + "\n\n" + markdown_table(["workload", "case", "time", "ratio vs JAX"], rows) + "\n")
+    (out / f"{stem}.md").write_text(md)
+    write_scaling(out)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -760,10 +785,44 @@ def save(results, args):
         ax.set_xscale("log")
         ax.set_xlabel("time / JAX jit (log)")
         fig.tight_layout()
-        fig.savefig(out / "suite.png", dpi=100)
+        fig.savefig(out / f"{stem}.png", dpi=100)
     except ImportError:
         pass
-    print(f"\nwrote {out / 'suite.json'} and {out / 'suite.md'}")
+    print(f"\nwrote {out / stem}.json, .md and {out / 'scaling.md'}")
+
+
+def write_scaling(out):
+    """scaling.md: per case, the time at every thread count with results, its ratio to JAX
+    jit at the same count, and the speedup over one thread of the same framework."""
+    runs = {}
+    for f in sorted(out.glob("suite*.json")):
+        doc = json.loads(f.read_text())
+        runs[doc["meta"].get("threads", 1)] = {(r["workload"], r["case"]): r
+                                               for r in doc["results"]}
+    counts = sorted(runs)
+    keys = list(dict.fromkeys(k for n in counts for k in runs[n]))
+    header = ["workload", "case"] + [f"{n} thr: ms (vs JAX)" for n in counts] + \
+        [f"speedup 1->{n}" for n in counts if n != 1]
+    rows = []
+    for k in keys:
+        if "first call" in k[1]:
+            continue
+        row = list(k)
+        for n in counts:
+            r = runs[n].get(k)
+            ratio = r and (r.get("vs_jax_eager") if k[0] == "W8" else r.get("vs_jax_jit"))
+            t = r and (f"{r['us_per_op']:.2f} us" if "us_per_op" in r else f"{r['ms']:.3f}")
+            row.append("-" if r is None else t + (f" ({ratio:.2f})" if ratio else ""))
+        for n in counts:
+            if n != 1:
+                a, b = runs.get(1, {}).get(k), runs[n].get(k)
+                row.append(f"{a['ms'] / b['ms']:.2f}x" if a and b else "-")
+        rows.append(row)
+    (out / "scaling.md").write_text(
+        "# mirax benchmark suite: per-core scaling\n\nTime per call (ms; W8: us per op) and, in "
+        "brackets, the ratio to JAX jit at the same thread count (W8: to JAX eager); "
+        "speedup: one thread's time over N threads' time, same framework.\n\n" +
+        markdown_table(header, rows) + "\n")
 
 
 def main(argv=None):
@@ -772,7 +831,13 @@ def main(argv=None):
     ap.add_argument("--only", type=lambda s: s.split(","), default=None)
     ap.add_argument("--torch-compile", action="store_true")
     ap.add_argument("--no-eager", dest="eager", action="store_false")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="cores for every framework (0: all; read before the imports)")
+    ap.add_argument("--scaling", action="store_true", help="only rebuild scaling.md")
     args = ap.parse_args(argv)
+    if args.scaling:
+        write_scaling(HERE / "results")
+        return
     t0 = time.perf_counter()
     results = run(args)
     save(results, args)

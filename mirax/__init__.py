@@ -40,7 +40,7 @@ from mirax import lax  # noqa: F401
 from mirax import nn, scipy  # noqa: F401
 from mirax import io, optim, random  # noqa: F401
 from mirax.io import to_dlpack  # noqa: F401
-from mirax import debug, tree_util  # noqa: F401
+from mirax import debug, profiler, tree_util  # noqa: F401
 from mirax.numpy import methods as _methods
 from mirax.core.errors import name_public_functions as _name_public
 

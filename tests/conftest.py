@@ -5,6 +5,8 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# mirax's own CPU threads too (tests of the threaded kernels set cpu_threads themselves)
+os.environ.setdefault("MIRAX_CPU_THREADS", "1")
 
 import sys  # noqa: E402
 

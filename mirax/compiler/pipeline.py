@@ -20,13 +20,14 @@ import threading
 import time
 from collections import Counter
 
+from mirax.core import config, profile_events
 from mirax.compiler.cse import cse
 from mirax.compiler.dce import dce
 from mirax.compiler.decompose import decompose
 from mirax.compiler.fusion import fuse
 from mirax.compiler.memory import format_plan, never, plan_memory
 from mirax.compiler.simplify import simplify
-from mirax.core import config, runtime
+from mirax.core import runtime
 from mirax.core.primitive import registry
 from mirax.graph.graph import Graph
 
@@ -100,6 +101,10 @@ def optimize(graph: Graph, backend=None) -> Graph:
             out.cache["donate"] = donated
         graph = out
         dt = time.perf_counter() - t0
+        if profile_events.active is not None:
+            t1 = profile_events.now()
+            profile_events.active.add(f"pass {name}", "compile", t1 - int(dt * 1e9), t1,
+                                      {"nodes": len(graph.nodes)})
         pass_times[name] += dt
         pass_counts[name] += 1
         if level >= 1:

@@ -11,6 +11,8 @@ Walks the nodes once in order with a substitution map (old var -> var that repla
   reshape / transpose / broadcast to what the input already is;
 - chains collapse into one node: transpose of transpose, reshape of reshape, broadcast of
   broadcast;
+- a matrix product with a diagonal matrix (identity constant times a vector: jacrev's seed
+  after an elementwise op) is a scaling of the other operand;
 - a transpose that swaps the two free-axis blocks of a dot_general used only by it becomes
   the dot_general of the swapped operands (the result comes out in the wanted layout: no
   transposed view feeding later elementwise ops, no copy).
@@ -24,6 +26,7 @@ import numpy as np
 from mirax.graph.graph import Graph, Node, Var
 from mirax.ops import elementwise as ew
 from mirax.ops.elementwise import mul_p
+from mirax.ops.shape import broadcast_in_dim_p, reshape_p, transpose_p
 
 SMALL = 1024  # constants up to this many elements count as values in the identities
 FOLD_MAX = 1 << 18  # fold only when every constant input and the result have at most this
@@ -105,7 +108,9 @@ def _fold(node, ins, consts) -> bool:
     except Exception:  # leave it to run time (and its error message) instead
         return False
     outs = out if prim.multiple_results else [out]
-    bufs = [np.asarray(b) for b in outs]
+    # contiguous: a folded transpose is a view, which every use would read strided
+    bufs = [b if b.ndim == 0 or b.flags.c_contiguous else np.ascontiguousarray(b)
+            for b in map(np.asarray, outs)]
     if any(b.shape != o.aval.shape or b.dtype != o.aval.dtype
            for b, o in zip(bufs, node.outputs)):
         return False
@@ -259,7 +264,73 @@ def _const_value(v, consts, producer):
     return b if b is not None and b.size <= SMALL else None
 
 
+def _diag_of(v, consts, producer):
+    """(n, o) when `v` is, up to reshapes adding unit axes, identity(n) * o: the diagonal
+    matrix of o (jacrev's seed times the cotangent of an elementwise op), else None."""
+    p = producer.get(v)
+    while p is not None and p.prim.name == "reshape" and \
+            _squeezed(p.inputs[0].aval.shape) == _squeezed(v.aval.shape):
+        v = p.inputs[0]
+        p = producer.get(v)
+    shape = v.aval.shape
+    if p is None or p.prim.name not in ("mul", "mul_strong") or len(shape) != 2 or \
+            shape[0] != shape[1]:
+        return None
+    n = shape[0]
+    for e, o in (p.inputs, p.inputs[::-1]):
+        eye = consts.get(e)
+        if eye is None or eye.shape != (n, n) or not _is_identity(eye):
+            continue
+        q = producer.get(o)   # o broadcast along either axis: the diagonal is o either way
+        if q is not None and q.prim.name == "broadcast_in_dim" and \
+                q.inputs[0].aval.shape == (n,):
+            o = q.inputs[0]
+        if o.aval.shape == (n,) and o.aval.dtype == v.aval.dtype:
+            return n, o
+    return None
+
+
+def _squeezed(shape) -> tuple:
+    return tuple(d for d in shape if d != 1)
+
+
+def _is_identity(b) -> bool:
+    n = b.shape[0]
+    return bool(np.all(np.diagonal(b) == 1)) and np.count_nonzero(b) == n
+
+
+def _diag_dot(node, ins, consts, producer):
+    """diag(o) . B -> o * B (B's contracted axis first): a scaling, not a matrix product
+    (jacrev seeds the identity; the first cotangent product is diagonal). Exact: the
+    product's other terms are zeros (and 0 * inf counts as 0, as in mul_strong)."""
+    (lc, rc), (lb, rb) = node.params["dimension_numbers"]
+    a, b = ins
+    out = node.outputs[0]
+    if lb or rb or len(lc) != 1 or b.aval.dtype != out.aval.dtype:
+        return None
+    d = _diag_of(a, consts, producer)
+    if d is None or a.aval.shape[lc[0]] != d[0]:
+        return None
+    n, o = d
+    perm = (rc[0],) + tuple(i for i in range(len(b.aval.shape)) if i != rc[0])
+    bt_shape = tuple(b.aval.shape[i] for i in perm)
+    new = []
+    if perm != tuple(range(len(perm))):
+        bt = Var(out.aval.update(shape=bt_shape))
+        new.append(Node(transpose_p, [b], {"permutation": perm}, [bt], node.source))
+        b = bt
+    ob = Var(out.aval.update(shape=bt_shape))
+    prod = Var(out.aval.update(shape=bt_shape))
+    new += [Node(broadcast_in_dim_p, [o], {"shape": bt_shape, "broadcast_dimensions": (0,)},
+                 [ob], node.source),
+            Node(mul_p, [ob, b], {}, [prod], node.source),
+            Node(reshape_p, [prod], {"new_sizes": tuple(out.aval.shape)}, node.outputs,
+                 node.source)]
+    return new
+
+
 RULES = {
+    "dot_general": _diag_dot,
     "mul": _unit(1, 1),
     "mul_strong": _strong,
     "add": _unit(0, 0),

@@ -18,7 +18,7 @@ import threading
 from collections import Counter
 from typing import Any, Callable
 
-from mirax.core import config
+from mirax.core import config, profile_events
 
 
 class Device:
@@ -268,6 +268,10 @@ def executable(graph, platform: str = "cpu", optimized: bool = False):
                 be = backend(platform)
                 if be is None:
                     raise ValueError(f"no {platform} backend on this machine")
-                exe = be.compile(graph if optimized else _pipeline[0](graph, be))
+                with profile_events.span(f"compile {graph.name}", "compile",
+                                         {"nodes": len(graph.nodes), "platform": platform}):
+                    g = graph if optimized else _pipeline[0](graph, be)
+                    with profile_events.span(f"lower ({platform})", "compile"):
+                        exe = be.compile(g)
                 graph.cache[key] = exe
     return exe

@@ -17,7 +17,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from mirax.core import config, dtypes, tree
+from mirax.core import config, dtypes, profile_events, tree
 from mirax.core.array import Array, DeletedBuffer
 from mirax.core.runtime import executable, nonhost_buffers as _nonhost
 from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
@@ -190,7 +190,8 @@ class Jitted:
 
         names = self._leaf_names(args, kwargs)
         avals = [aval_of(x) for x in leaves]  # leaves are Arrays/tracers by now (__call__)
-        graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)
+        with profile_events.span(f"trace {self.__name__}", "compile"):
+            graph, captured = trace_to_graph(flat_fn, avals, self.__name__, names)
         graph.in_tree, graph.out_tree = in_tree, box[0]
         if self.donate_argnums:  # flat leaf indices of donated positional arguments
             donate, start = [], 0

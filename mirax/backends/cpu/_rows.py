@@ -14,3 +14,14 @@ def scatter_add_rows(x, idx, out):
         r = idx[e]
         for c in range(x.shape[1]):
             out[r, c] += x[e, c]
+
+
+@numba.njit(cache=True, nogil=True)
+def scatter_add_rows_range(x, idx, out, lo, hi):
+    """scatter_add_rows for the targets lo <= idx[e] < hi only (one thread's share: every
+    target still gets its rows in index order)."""
+    for e in range(x.shape[0]):
+        r = idx[e]
+        if lo <= r < hi:
+            for c in range(x.shape[1]):
+                out[r, c] += x[e, c]

@@ -16,6 +16,10 @@ rows per chunk, and an outside input with S's leading dimension is sliced while 
 Reductions accumulate chunk partials (same ufunc, e.g. sums of chunk sums: equal to the
 unfused sum up to rounding); a reduction keeping axis 0 writes its rows directly.
 Elementwise values are bitwise those of the unfused plan.
+Threads: the chunks are grouped into parts that run on the thread pool (threads.py), each
+part with its own temporaries and partial reductions. With reductions the parts have PART
+elements and the partials are combined in part order, so values do not depend on the
+thread count; without, the chunks are spread evenly over the call's threads.
 """
 from __future__ import annotations
 
@@ -29,7 +33,10 @@ from mirax.backends.cpu import kernels
 from mirax.backends.cpu import lower
 from mirax.compiler.pipeline import debug_level
 
+from mirax.backends.cpu.threads import n_threads, pool
+
 BLOCK = 1 << 14      # elements per chunk (f32: 64 KiB per temporary; measured best)
+PART = 1 << 16       # elements per part run by one thread (whole chunks)
 MIN_SIZE = 1 << 15   # claim only groups with at least this many elements ...
 MIN_OPS = 3          # ... and this many elementwise ops
 MAX_ROW = 4 * BLOCK  # row mode: rows longer than this would make chunks too big
@@ -178,7 +185,8 @@ def compile_fusion(node):
     chunk = (step,) if lay.flat else (step, lay.R)
     full_view = "(-1)" if lay.flat else f"({lay.L}, {lay.R})"
     env: dict = {"_np": np}
-    head, loop = [], []
+    head, phead, loop = [], [], []   # once per call; once per part; once per chunk
+    partial: list = []               # (reduction result, its ufunc) accumulated per part
     names: dict = {v: f"i{j}" for j, v in enumerate(ins)}
     chunk_of: dict = {}
     for v in ins:   # how each outside input enters a chunk: sliced, or whole
@@ -209,7 +217,7 @@ def compile_fusion(node):
             return lst.pop()
         t = f"t{len(temps)}"
         temps.append(t)
-        head.append(f"{t} = _np.empty({chunk}, {_dtype_ref(env, dtype)})")
+        phead.append(f"{t} = _np.empty({chunk}, {_dtype_ref(env, dtype)})")
         return t
 
     for k, m in enumerate(members):
@@ -225,10 +233,13 @@ def compile_fusion(node):
             r = f"r{len(results)}"
             kind = lay.reds[o]
             size = {"all": (), "lead": (lay.R,), "trail": (lay.L,)}[kind]
-            head.append(f"{r} = _np.empty({size}, {_dtype_ref(env, o.aval.dtype)})")
+            (head if kind == "trail" else phead).append(
+                f"{r} = _np.empty({size}, {_dtype_ref(env, o.aval.dtype)})")
             results[o] = f"{r}.reshape({tuple(o.aval.shape)})"
             u = REDUCE[name]
             env[f"_{u.__name__}"] = u
+            if kind != "trail":
+                partial.append((r, u))
             if k in pairs:
                 ij = "i" if lay.flat else "ij"
                 sub_out = {"all": "", "lead": "j", "trail": "i"}[kind]
@@ -240,7 +251,7 @@ def compile_fusion(node):
                 loop.append(f"{call}, out={r}[s:e])")
             else:
                 loop.append(f"p = {call})")
-                loop.append(f"if s:\n    _{u.__name__}({r}, p, out={r})\n"
+                loop.append(f"if s > s0:\n    _{u.__name__}({r}, p, out={r})\n"
                             f"else:\n    {r}[...] = p")
             continue
         if o in out_set:
@@ -264,19 +275,48 @@ def compile_fusion(node):
             fn = kernels.impl_of(m.prim)
             env[f"_k{k}"] = functools.partial(fn, **m.params) if m.params else fn
             loop.append(f"{dest}[...] = _k{k}({', '.join(args)})")
-    body = list(head)
-    body.append(f"for s in range(0, {n}, {step}):")
-    body.append(f"    e = s + {step}")
-    body.append(f"    if e > {n}:")
-    body.append(f"        e = {n}")
-    body.extend(f"        {t} = {t}[:e - s]" for t in temps)
+    # parts of `per` chunks run on the thread pool; each has its own temporaries and
+    # partial reductions, combined in part order (the same at every thread count)
+    # (without partial reductions every element is computed alone: then the parts are
+    # spread evenly over the threads of the call, at least PART / 2 elements each)
+    per = max(1, PART // BLOCK) * step
+    n_parts = -(-n // per)
+    chunks = -(-n // step)
+    even = not partial and n_parts > 1
+    part = ["s0 = pi * per", "s1 = s0 + per", f"if s1 > {n}:", f"    s1 = {n}", *phead,
+            f"for s in range(s0, s1, {step}):", f"    e = s + {step}", "    if e > s1:",
+            "        e = s1"]
+    part.extend(f"        {t} = {t}[:e - s]" for t in temps)
     for line in loop:
-        body.extend("    " + ln for ln in line.splitlines())
+        part.extend("    " + ln for ln in line.splitlines())
+    part.append(f"return ({''.join(r + ', ' for r, _ in partial)})")
+    body = list(head)
+    body.append("def part(pi):")
+    body.append(f"    with {_ERRSTATE}:")
+    body.extend("        " + ln for ln in part)
+    if n_parts == 1:
+        body.append(f"per = {per}")
+        body.append("ps = [part(0)]")
+    elif even:
+        env["_map"], env["_threads"] = pool.map, n_threads
+        most = max(1, n // max(1, PART // 2))   # parts of at least PART / 2 elements
+        body.append(f"k = min(_threads(), {most})")
+        body.append(f"per = -(-{chunks} // k) * {step}")
+        body.append(f"ps = _map(part, -(-{n} // per))")
+    else:
+        env["_map"] = pool.map
+        body.append(f"per = {per}")
+        body.append(f"ps = _map(part, {n_parts})")
+    for j, (r, u) in enumerate(partial):
+        body.append(f"{r} = ps[0][{j}]")
+        if n_parts > 1:
+            body.append(f"for q in ps[1:]:\n    _{u.__name__}({r}, q[{j}], out={r})")
     body.append(f"return [{', '.join(results[v] for v in outs)}]")
-    body = [f"with {_ERRSTATE}:"] + ["    " + ln for ln in body]
+    body = [f"with {_ERRSTATE}:"] + ["    " + ln for b in body for ln in b.splitlines()]
     args = ", ".join(f"i{j}" for j in range(len(ins)))
     src = "\n".join([f"def fused({args}):"] + ["    " + ln for ln in body])
     if debug_level() >= 3:
         print(f"# --- blocked CPU kernel {node.params['name']} ---\n{src}", file=sys.stderr)
+    env["__name__"] = "mirax.plan"  # (NumPy's RuntimeWarnings from mirax code are ignored)
     exec(compile(src, f"<mirax blocked {node.params['name']}>", "exec"), env)
     return env["fused"]

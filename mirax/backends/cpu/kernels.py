@@ -14,6 +14,8 @@ Two kinds, both computing what the reference impl computes:
   fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
+  The blocks run on the thread pool (threads.py). Matrix products run on the thread pool
+  with one BLAS thread each (parallel.matmul).
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from mirax.backends.cpu import blocked, loops
 from mirax.core.primitive import registry
 from mirax.ops.graph_ops import valid_rows
-from mirax.backends.cpu._rows import scatter_add_rows
+from mirax.backends.cpu._rows import scatter_add_rows, scatter_add_rows_range
 
 from mirax.core import dtypes
 
@@ -34,8 +36,12 @@ try:  # optional: a faster FFT than NumPy's (same algorithm family, SIMD, single
 except ImportError:  # pragma: no cover - SciPy is a test dependency
     _scipy_fft = None
 
+from mirax.backends.cpu import parallel
+from mirax.backends.cpu.threads import n_threads, parts, pool
+
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
+SCATTER_PART = 1 << 18   # index_add: scattered elements per thread
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 NATIVE: dict[str, Callable] = {}
@@ -73,29 +79,36 @@ def _dot_general(node):
     if k == 1:  # outer products (per-example weight grads): one einsum, no BLAS calls
         sa, sb = (b, m) if lb else (m,), (b, n) if lb else (n,)
         subs = "bi,bj->bij" if lb else "i,j->ij"
+        ps = parts(b, max(1, parallel.GRAIN_CHEAP // (m * n))) if lb else []
 
         def outer(x, y):
             x = (x if ta is None else x.transpose(ta)).reshape(sa)
             y = (y if tb is None else y.transpose(tb)).reshape(sb)
-            return np.einsum(subs, x, y).reshape(out_shape)
+            if len(ps) < 2:
+                return np.einsum(subs, x, y).reshape(out_shape)
+            out = np.empty((b, m, n), dt)   # stacks of examples on the pool (exact products)
+            pool.map(lambda i: np.einsum(subs, x[ps[i][0]:ps[i][1]], y[ps[i][0]:ps[i][1]],
+                                         out=out[ps[i][0]:ps[i][1]]), len(ps))
+            return out.reshape(out_shape)
         return outer
+    # products run on the thread pool, one BLAS thread each (parallel.matmul)
     if lb:  # stacked: contiguous stacks so that every matrix goes to BLAS
         sa, sb = (b, m, k), (b, k, n)
 
         def run(x, y):
             x = np.ascontiguousarray(x if ta is None else x.transpose(ta)).reshape(sa)
             y = np.ascontiguousarray(y if tb is None else y.transpose(tb)).reshape(sb)
-            return np.matmul(x, y).reshape(out_shape)
+            return parallel.matmul_stack(x, y).reshape(out_shape)
         return run
     sa, sb = (m, k), (k, n)
     plain = (ta is None and tb is None and la.shape == sa and ra.shape == sb)
     if plain:
-        return np.matmul
+        return parallel.matmul
 
     def run(x, y):  # 2-d matmul takes transposed views as they are (BLAS trans flags)
         x = (x if ta is None else x.transpose(ta)).reshape(sa)
         y = (y if tb is None else y.transpose(tb)).reshape(sb)
-        return np.matmul(x, y).reshape(out_shape)
+        return parallel.matmul(x, y).reshape(out_shape)
     return run
 
 
@@ -104,7 +117,8 @@ def _fusion(node):
     return (loops if loops.eligible(members) else blocked).compile_fusion(node)
 
 
-_SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion}
+_SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion, "reduce_sum": parallel.reduction,
+               "reduce_max": parallel.reduction, "reduce_min": parallel.reduction}
 
 
 def mul_sum(mul_node, sum_node) -> Callable | None:
@@ -128,6 +142,89 @@ def specialize(node) -> Callable | None:
     return make(node) if make is not None else None
 
 
+# --- attention: the batch split over the thread pool ---------------------------------------
+ATTN_MIN = 1 << 17   # score elements (B H T S) from which the batch is split
+
+
+def _batch_parts(name: str, lead: int):
+    """A kernel running the reference impl of `name` on parts of the batch (axis 0 of q,
+    argument `lead`) on the thread pool: every (batch, head) is computed alone, so the
+    values are bitwise those of the whole call. With a bias the whole call (its gradient
+    sums over the batch)."""
+    def run(*args, **params):
+        impl = registry[name].impl
+        q, k = args[lead], args[lead + 1]
+        b = q.shape[0]
+        t = min(n_threads(), b)
+        if t <= 1 or params["has_bias"] or q.shape[0] * q.shape[1] * q.shape[2] * \
+                k.shape[1] < ATTN_MIN:
+            return impl(*args, **params)
+        ps = parts(b, -(-b // t))
+        outs = pool.map(lambda i: impl(*(a[ps[i][0]:ps[i][1]] if np.ndim(a) and
+                                         a.shape[0] == b else a for a in args), **params),
+                        len(ps))
+        if isinstance(outs[0], list):
+            return [np.concatenate([o[j] for o in outs]) for j in range(len(outs[0]))]
+        return np.concatenate(outs)
+    return run
+
+
+NATIVE["dot_product_attention"] = _batch_parts("dot_product_attention", 0)
+NATIVE["dot_product_attention_bwd"] = _batch_parts("dot_product_attention_bwd", 2)
+
+
+# --- row-wise composites: rows split over the thread pool -----------------------------------
+ROWS_PART = 1 << 16   # elements per part (whole rows; fixed: values do not depend on threads)
+
+
+def _row_parts(name: str, lead: int):
+    """A kernel running the reference impl of the row-wise composite `name` (normalized
+    over the last axis) on parts of its rows on the thread pool: every operand of the row
+    operand's shape (argument `lead`) is cut into the same rows, the others (weights) pass
+    whole. Row results are bitwise the whole call's; results summed over the rows (a
+    weight's gradient) are the parts' sums added in part order."""
+    def run(*args, **params):
+        impl = registry[name].impl
+        x = args[lead]
+        axes = params.get("axes", (-1,))
+        if x.ndim < 2 or x.size < 2 * ROWS_PART or x.dtype not in _FAST or \
+                tuple(axes) not in ((-1,), (x.ndim - 1,)):
+            return impl(*args, **params)
+        d = x.shape[-1]
+        rows = x.size // d
+        ps = parts(rows, max(1, ROWS_PART // d))
+        if len(ps) < 2:
+            return impl(*args, **params)
+        flat = [a.reshape(rows, d) if np.shape(a) == x.shape else a for a in args]
+        cut = [np.shape(a) == x.shape for a in args]
+        if "axes" in params:
+            params = {**params, "axes": (1,)}
+
+        def part(i):
+            s, e = ps[i]
+            return impl(*(a[s:e] if c else a for a, c in zip(flat, cut)), **params)
+        outs = pool.map(part, len(ps))
+        if not isinstance(outs[0], list):
+            return np.concatenate(outs).reshape(x.shape)
+        res = []
+        for j, y in enumerate(outs[0]):
+            if np.ndim(y) == 2 and y.shape[-1] == d and y.shape[0] == ps[0][1]:
+                res.append(np.concatenate([o[j] for o in outs]).reshape(x.shape))
+            else:
+                acc = np.array(y)
+                for o in outs[1:]:
+                    acc += o[j]
+                res.append(acc)
+        return res
+    return run
+
+
+for _name, _lead in (("layer_norm", 0), ("rms_norm", 0), ("softmax", 0), ("log_softmax", 0),
+                     ("layer_norm_bwd", 2), ("rms_norm_bwd", 2), ("softmax_bwd", 2),
+                     ("log_softmax_bwd", 2)):
+    NATIVE.setdefault(_name, _row_parts(_name, _lead))
+
+
 # --- index_add: blocked flat scatter -------------------------------------------------------
 @_native("index_add")
 def _index_add(x, idx, *, num_rows):
@@ -137,7 +234,13 @@ def _index_add(x, idx, *, num_rows):
     row = math.prod(x.shape[1:])
     if loops.available():
         out = np.zeros((num_rows, row), x.dtype)
-        scatter_add_rows(np.ascontiguousarray(x).reshape(-1, row), idx, out)
+        flat = np.ascontiguousarray(x).reshape(-1, row)
+        t = min(n_threads(), num_rows, x.size // SCATTER_PART)
+        if t > 1:   # targets split over the threads, each scanning every index
+            ps = parts(num_rows, -(-num_rows // t))
+            pool.map(lambda i: scatter_add_rows_range(flat, idx, out, *ps[i]), len(ps))
+        else:
+            scatter_add_rows(flat, idx, out)
         return out.reshape((num_rows,) + x.shape[1:])
     out = np.zeros(num_rows * row, x.dtype)
     flat_x = np.ascontiguousarray(x).reshape(-1)
@@ -169,10 +272,12 @@ def _gelu(x, *, approximate):
         return registry["gelu"].impl(x, approximate=approximate)
     out = np.empty(x.shape, x.dtype)
     (xf, of), blocks = _blocks(x, out)
-    buf = np.empty(min(BLOCK, xf.size), x.dtype)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for s, e in blocks:   # 0.5 x (1 + tanh(sqrt(2/pi) x (1 + c x^2)))
-            xs, t = xf[s:e], buf[:e - s]
+
+    def block(i):   # blocks run on the thread pool
+        s, e = blocks[i]
+        with np.errstate(over="ignore", invalid="ignore"):
+            # 0.5 x (1 + tanh(sqrt(2/pi) x (1 + c x^2)))
+            xs, t = xf[s:e], np.empty(e - s, x.dtype)
             np.multiply(xs, xs, out=t)
             t *= _C
             t += 1
@@ -182,6 +287,7 @@ def _gelu(x, *, approximate):
             t += 1
             np.multiply(xs, t, out=of[s:e])
             of[s:e] *= 0.5
+    pool.map(block, len(blocks))
     return out
 
 
@@ -193,12 +299,13 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
                                          approximate=approximate)
     res = np.empty(x.shape, x.dtype)
     (xf, cf, rf), blocks = _blocks(x, ct, res)
-    n = min(BLOCK, xf.size)
-    b1, b2, b3 = (np.empty(n, x.dtype) for _ in range(3))
-    with np.errstate(over="ignore", invalid="ignore"):
-        for s, e in blocks:
+
+    def block(i):   # blocks run on the thread pool
+        s, e = blocks[i]
+        with np.errstate(over="ignore", invalid="ignore"):
             # d = 0.5 (1 + t) + 0.5 sqrt(2/pi) x (1 + 3c x^2) (1 - t^2)
-            xs, x2, t, w = xf[s:e], b1[:e - s], b2[:e - s], b3[:e - s]
+            xs = xf[s:e]
+            x2, t, w = (np.empty(e - s, x.dtype) for _ in range(3))
             np.multiply(xs, xs, out=x2)
             np.multiply(x2, _C, out=t)
             t += 1
@@ -216,6 +323,7 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
             t *= 0.5
             x2 += t
             np.multiply(cf[s:e], x2, out=rf[s:e])
+    pool.map(block, len(blocks))
     return [res]
 
 

@@ -20,6 +20,10 @@ every layer's weight matrix). Elementwise results equal the unfused plan's bit f
 bit (IEEE ops, no fast-math contraction). Kernels are cached in memory and, compiled, on
 disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source hash; MIRAX_NUMBA=0 turns the
 path off. MIRAX_DEBUG=3 prints the source.
+Threads: kernels are compiled `nogil` and called on parts (rows; a flat group's columns)
+from the thread pool (threads.py). Groups with leading-axis sums have parts of PART
+elements, sum per part and add the parts' sums in part order, so values do not depend on
+the thread count; elementwise groups spread their rows evenly over the call's threads.
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mirax.backends.cpu.threads import n_threads, parts, pool
 from mirax.core import config
 from mirax.compiler.pipeline import debug_level
 from mirax.backends.cpu import blocked
@@ -51,6 +56,7 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 _BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
 
 MIN_SIZE = 1 << 12   # elements: below this the call costs more than the unfused ops
+PART = 1 << 17       # elements per part run by one thread of the pool
 MIN_OPS = 2
 
 _numba = None
@@ -165,7 +171,7 @@ def _compiled(src: str):
 
 
 def _compile(key: str, src: str):
-    text = _PRELUDE + '@_nb.njit(cache=__CACHE__, error_model="numpy")\n' + src
+    text = _PRELUDE + '@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")\n' + src
     root = Path(config.get("cache_dir")) / "loops"
     path = root / f"k_{key}.py"
     try:
@@ -200,18 +206,65 @@ def compile_fusion(node):
     red = {n.outputs[0] for n in members if n.prim.name in blocked.REDUCE}   # (R,) sums
     out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
                  for o in outs]
+    # Parts for the thread pool (threads.py), of a fixed size (the same at every thread
+    # count): rows i, contiguous (flat groups: their one row's columns). Leading-axis sums
+    # are summed per part, the parts' sums added in part order. (Column parts would keep
+    # each sum's order, but numba's loop over strided columns ran 10x slower.)
+    by_cols = L == 1
+    grain = max(16, -(-PART // (L if by_cols else R)))
+    if by_cols:
+        grain = -(-grain // 16) * 16    # whole vectors of columns per part
+    ps = parts(R if by_cols else L, grain)
     try:   # compile now, on empty arrays of the call's types (the loop body never runs)
         kernel = _compiled(src)
-        empty = [np.empty((0,) * len(s), np.dtype(v.aval.dtype)) for v, s in zip(ins, in_shapes)]
-        kernel(0, 0, *empty, *(np.empty((0,) * len(s), d) for s, d, _ in out_specs))
+        kernel(0, 0, *(np.empty((0,) * len(s), np.dtype(v.aval.dtype))
+                       for v, s in zip(ins, in_shapes)),
+               *(np.empty((0,) * len(s), d) for s, d, _ in out_specs))
     except Exception as e:   # a numba failure is ours, not the user's: run it blocked
         print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
               f"running it blocked", file=sys.stderr)
         return blocked.compile_fusion(node)
+    kinds = [lay.ins[v] for v in ins]
+    red_out = [o in red for o in outs]
+    even = not red    # no sums: parts spread evenly over the call's threads (any split
+    # gives the same values), at least PART / 2 elements each
+    most = max(1, (L * R) // (PART // 2))
+    if len(ps) == 1 and (not even or most == 1):
+        def run(*bufs):
+            xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
+            ys = [np.empty(s, d) for s, d, _ in out_specs]
+            kernel(L, R, *xs, *ys)
+            return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
+        return run
+    # what each part passes: slices of columns (flat groups, no sums) or of rows
+    cut_in = {"full": (lambda x, s, e: x[:, s:e]) if by_cols else (lambda x, s, e: x[s:e]),
+              "lead": lambda x, s, e: x,
+              "trail": lambda x, s, e: x if by_cols else x[s:e],
+              "one": lambda x, s, e: x}
+    cuts = [cut_in[k] for k in kinds]
 
-    def run(*bufs):
+    def run_parts(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
         ys = [np.empty(s, d) for s, d, _ in out_specs]
-        kernel(L, R, *xs, *ys)
+        pps = ps
+        if even:
+            extent = R if by_cols else L
+            g = -(-extent // min(n_threads(), most))
+            pps = parts(extent, -(-g // 16) * 16 if by_cols else g)
+
+        def part(i):
+            s, e = pps[i]
+            sums = [np.empty(y.shape, y.dtype) for y, r in zip(ys, red_out) if r]
+            it = iter(sums)
+            kernel(L if by_cols else e - s, e - s if by_cols else R,
+                   *(c(x, s, e) for c, x in zip(cuts, xs)),
+                   *(next(it) if r else cut_in["full"](y, s, e)
+                     for y, r in zip(ys, red_out)))
+            return sums
+        partial = pool.map(part, len(pps))
+        for k, y in enumerate(y for y, r in zip(ys, red_out) if r):
+            y[...] = partial[0][k]     # the parts' sums, in part order
+            for q in partial[1:]:
+                y += q[k]
         return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
-    return run
+    return run_parts

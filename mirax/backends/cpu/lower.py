@@ -22,6 +22,8 @@ import numpy as np
 from mirax.backends.cpu import kernels
 from mirax.graph.graph import Graph
 from mirax.compiler.pipeline import debug_level
+from mirax.backends.cpu import parallel, threads
+from mirax.core import profile_events
 
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
@@ -94,6 +96,7 @@ def lower(be, graph: Graph):
     deferred: dict = {}                  # sum node -> dels moved from its merged mul
     n_err = sum(1 for n in graph.nodes if not n.params and ufunc_of(n.prim, n)[1])
     body = []
+    timed: dict = {}   # line of body -> (node index, what it runs): the profiled lines
     for i, node in enumerate(graph.nodes):
         prim = node.prim
         if i in merged:  # computed at its reduce_sum; its inputs live until then
@@ -108,6 +111,11 @@ def lower(be, graph: Graph):
             k = f"_k{i}"
             env[k] = fn
             ins = [name(v) for v in graph.nodes[m].inputs]
+        elif u is not None and (pk := parallel.elementwise(u, node)) is not None:
+            k = f"_p{i}"    # big: split over the thread pool
+            env[k] = pk
+            if i in reuse:
+                ins.append(f"out={ins[reuse[i]]}")
         elif u is not None and (not err or n_err > 1):
             k = f"_{u.__name__}"
             env[k] = u
@@ -122,17 +130,69 @@ def lower(be, graph: Graph):
             env[k] = fn
         lhs = outs + ("," if prim.multiple_results and len(node.outputs) == 1 else "")
         what = "mul+reduce_sum (einsum)" if i in pairs else prim.name
+        timed[len(body)] = (i, what)
         body.append(f"{lhs} = {k}({', '.join(ins)})  # {what}")
         dead = [v for v in dict.fromkeys([*free_after.get(i, ()), *deferred.get(i, ())])
                 if i not in pairs or v is not node.inputs[0]]
         if dead:
             body.append(f"del {', '.join(name(v) for v in dead)}")
-    body.append(f"return [{', '.join(name(v) for v in graph.outputs)}]")
+    ret = f"[{', '.join(name(v) for v in graph.outputs)}]"
+    traced = _traced_source(graph, body, timed, ret, args, n_err > 1, env)
+    body.append(f"return {ret}")
     if n_err > 1:
         body = [f"with {_ERRSTATE}:"] + ["    " + line for line in body]
-    src = "\n".join([f"def run({', '.join(args)}):"] + ["    " + line for line in body])
+    # while a profiler trace is on, the instrumented variant runs (compiled at its first
+    # call); otherwise this one test is all the profiler costs
+    call = ", ".join(["_pe.active", *args])
+    body.insert(0, f"if _pe.active is not None:\n    return _traced({call})")
+    if any(n.prim.name in threads.BLAS_USERS for n in graph.nodes):
+        # products run on the pool with one BLAS thread each; the caller's count comes back
+        body = ["_b = _blas_enter()", "try:", *("    " + ln for line in body
+                                                for ln in line.splitlines()),
+                "finally:", "    _blas_exit(_b)"]
+        env["_blas_enter"], env["_blas_exit"] = threads.blas.enter, threads.blas.exit
+    src = "\n".join([f"def run({', '.join(args)}):"] +
+                    ["    " + ln for line in body for ln in line.splitlines()])
     if debug_level() >= 3:
         print(f"# --- generated CPU plan for {graph.name} ---\n{src}", file=sys.stderr)
     env["__name__"] = "mirax.plan"  # (NumPy's RuntimeWarnings from mirax code are ignored)
+    env["_pe"] = profile_events
+
+    def build_traced(*a):
+        exec(compile(traced, f"<mirax plan {graph.name} (profiled)>", "exec"), env)
+        env["_traced"] = env["traced"]
+        return env["traced"](*a)
+    env["_traced"] = build_traced
     exec(compile(src, f"<mirax plan {graph.name}>", "exec"), env)
     return env["run"]
+
+
+def _traced_source(graph, body, timed, ret, args, errstate, env) -> str:
+    """The plan's instrumented variant: `traced(recorder, *args)` records one slice per
+    node (its label: the primitive or fusion; args: operand avals, the user's source line)
+    inside one slice named after the graph (the jitted function)."""
+    labels, info = [], []
+    for i, what in timed.values():
+        node = graph.nodes[i]
+        label = f"fusion {node.params['name']}" if node.prim.name == "fusion" else what
+        labels.append(label)
+        info.append({"node": i, "out": " ".join(v.aval.str_short() for v in node.outputs),
+                     "in": " ".join(v.aval.str_short() for v in node.inputs),
+                     "source": node.source})
+    env["_labels"], env["_info"], env["_now"] = labels, info, profile_events.now
+    lines, k = [], 0
+    for j, line in enumerate(body):
+        if j in timed:
+            lines += ["_t = _now()", line,
+                      f"_r.add(_labels[{k}], 'cpu', _t, _now(), _info[{k}])"]
+            k += 1
+        else:
+            lines.append(line)
+    lines.append(f"_res = {ret}")
+    if errstate:
+        lines = [f"with {_ERRSTATE}:"] + ["    " + ln for ln in lines]
+    lines = ["_t0 = _now()"] + lines + [
+        f"_r.add({graph.name!r}, 'plan', _t0, _now(), {{'nodes': {len(graph.nodes)}}})",
+        "return _res"]
+    return "\n".join([f"def traced(_r, {', '.join(args)}):"] +
+                     ["    " + ln for line in lines for ln in line.splitlines()])

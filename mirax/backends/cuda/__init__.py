@@ -16,7 +16,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.backends.cuda import attention, graphs, library, runtime
-from mirax.core import config
+from mirax.core import config, profile_events
 from mirax.core import runtime as core_runtime
 from mirax.core.runtime import Backend, Device
 
@@ -67,12 +67,17 @@ class CudaBackend(Backend):
         return isinstance(buf, cp.ndarray)
 
     def to_host(self, buf):
+        if profile_events.active is not None:
+            with profile_events.span("to_host", "transfer", {"bytes": buf.nbytes}):
+                return cp.asnumpy(buf)
         return cp.asnumpy(buf)
 
     def from_host(self, host, device: Device):
         core_runtime.nonhost_buffers[0] = True
-        with cp.cuda.Device(device.id):
-            return cp.asarray(np.asarray(host))
+        host = np.asarray(host)
+        with cp.cuda.Device(device.id), profile_events.span(
+                "from_host", "transfer", {"bytes": host.nbytes}):
+            return cp.asarray(host)
 
     def from_dlpack(self, obj):
         core_runtime.nonhost_buffers[0] = True

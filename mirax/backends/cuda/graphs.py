@@ -35,7 +35,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.backends.cuda.codegen import _debug
-from mirax.core import config
+from mirax.core import config, profile_events
 
 
 class _Flags(threading.local):
@@ -73,10 +73,14 @@ class Replay:
         # and the state are this plan's own): calls from other threads wait their turn
         self.lock = threading.Lock()
         self.stream = None      # the stream of the last replay
+        self.profiled = None    # callable(bufs): the traced run (set by runtime.lower)
 
     def __call__(self, *bufs):
         bufs = [b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
                 for b, d in zip(bufs, self.in_dtypes)]
+        if profile_events.active is not None and self.profiled is not None and \
+                not flags.depth:   # a profiler trace: the plan with CUDA events per node
+            return self.profiled(bufs)
         if self.state == "off" or flags.depth:
             return self._plain(bufs)
         with self.lock:

@@ -24,12 +24,12 @@ import sys
 import cupy as cp
 import numpy as np
 
+from mirax.core import config, profile_events
 from mirax.backends.cuda import codegen, graphs
 from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
 from mirax.compiler.fusion import elementwise_names
 from mirax.compiler.pipeline import debug_level
 from mirax.compiler.regroup import fold_broadcasts, merge_elementwise, rematerialize
-from mirax.core import config
 from mirax.core.avals import ShapedArray
 from mirax.core.runtime import executable
 from mirax.graph.build import trace_to_graph
@@ -107,6 +107,7 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     in_dtypes = [v.aval.dtype for v in graph.inputs]
     if timer is None and merge:  # a top-level plan: replayed as a CUDA graph once it pays
         run = graphs.Replay(be, plan, in_dtypes, graph.name)
+        run.profiled = _profiled(be, graph, graph.name)
     else:
         def run(*bufs):
             return plan(*[b if type(b) is cp.ndarray else cp.asarray(np.asarray(b, d))
@@ -155,6 +156,44 @@ def _timed(fn, label, timer):
         end = cp.cuda.Event()
         end.record()
         timer.append((label, start, end))
+        return out
+    return run
+
+
+CUDA_TRACK = 1   # the profiler's track (Chrome-trace thread id) of GPU slices
+
+
+def _profiled(be, graph: Graph, name: str):
+    """The plan run under a profiler trace (mirax.profiler): lowered again with CUDA events
+    around every node (at the first traced call). The host records the call as one slice;
+    the GPU slices are placed at their event times relative to an event recorded at the
+    call's start, once the trace ends (profiler._finish)."""
+    state: dict = {}
+
+    def run(bufs):
+        rec = profile_events.active
+        if "plan" not in state:
+            state["timer"] = []
+            state["plan"] = lower(be, graph, state["timer"])
+        timer = state["timer"]
+        timer.clear()
+        ref = cp.cuda.Event()
+        ref.record()
+        t0 = profile_events.now()
+        out = state["plan"](*bufs)
+        rec.add(name, "plan", t0, profile_events.now(), {"nodes": len(timer)})
+        marks = list(timer)
+        timer.clear()
+
+        def resolve(rec):
+            rec.threads.setdefault(CUDA_TRACK, "CUDA stream")
+            for label, s, e in marks:
+                e.synchronize()
+                a = t0 + int(1e6 * cp.cuda.get_elapsed_time(ref, s))
+                b = t0 + int(1e6 * cp.cuda.get_elapsed_time(ref, e))
+                i, _, what = label.partition(" ")
+                rec.add(what, "cuda", a, b, {"node": int(i), "plan": name}, tid=CUDA_TRACK)
+        rec.__dict__.setdefault("deferred", []).append(resolve)
         return out
     return run
 

@@ -1,0 +1,176 @@
+"""Big unfused elementwise ops and reductions of a CPU plan, split over the thread pool.
+
+lower.py asks `elementwise(u, node)` / `reduction(node)` for a kernel when a node's value
+is big (MIN_SIZE elements or more) and its dtypes are plain floats; None leaves the node to
+the one-thread NumPy call. The split is threads.py's: parts of GRAIN (GRAIN_CHEAP)
+elements (rows of the leading axis, whole rows per part), the same at every thread count.
+- elementwise: each part computes its slice of the output; values are bitwise those of the
+  whole-array call (a ufunc computes every element on its own).
+- reductions keeping axis 0: each part reduces its rows; bitwise equal as well.
+- matrix products: one part per thread (rows, columns or matrices of a stack), each one
+  BLAS call on one BLAS thread: the pool is the only set of threads, and BLAS never spins
+  threads of its own against it.
+- reductions over axis 0 (and maybe others): each part's partial is reduced like the whole
+  array, the partials combined in part order: equal to NumPy's call up to rounding (the
+  summation is cut at the part boundaries), and the same at every thread count.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, n_threads, parts, pool
+
+# Elements per part: a part should take ~50 us or more (waking a thread and the Python
+# around a part cost ~10-20 us): an exp or tanh on 64k floats does, an add needs 256k.
+GRAIN = 1 << 16              # transcendental functions
+GRAIN_CHEAP = 1 << 18        # arithmetic, comparisons, reductions
+MIN_SIZE = 2 * GRAIN         # at least two parts, else the op stays on the calling thread
+_COSTLY = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sin", "cos",
+           "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh",
+           "arctanh", "power", "arctan2", "cbrt", "logaddexp", "true_divide", "sqrt"}
+MIN_ROWS = 32        # a product is split into parts of at least this many rows (or columns)
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
+
+
+def _rows_split(shape, grain: int = GRAIN_CHEAP) -> tuple[int, int] | None:
+    """(rows per part, number of rows) splitting `shape` along axis 0, or None when axis 0
+    is too short to give two parts."""
+    if not shape:
+        return None
+    row = math.prod(shape[1:])
+    step = max(1, grain // max(row, 1))
+    return (step, shape[0]) if shape[0] >= 2 * step else None
+
+
+def elementwise(u, node):
+    """A parallel kernel for the ufunc node (called as `k(*ins)` or `k(*ins, out=buf)`),
+    or None when it is too small or its operands do not split along axis 0."""
+    o = node.outputs[0].aval
+    shape, dt = tuple(o.shape), np.dtype(o.dtype)
+    if math.prod(shape) < MIN_SIZE or len(node.outputs) != 1:
+        return None
+    ins = [v.aval for v in node.inputs]
+    if any(np.dtype(a.dtype) not in _FLOATS or np.dtype(a.dtype) != np.dtype(ins[0].dtype)
+           for a in ins) or (dt != np.dtype(ins[0].dtype) and dt != np.dtype(np.bool_)):
+        return None
+    split = _rows_split(shape, GRAIN if u.__name__ in _COSTLY else GRAIN_CHEAP)
+    if split is None:
+        return None
+    step, n = split
+    nd = len(shape)
+    # operands with the output's axis 0 are sliced; the others broadcast whole
+    sliced = []
+    for a in ins:
+        if len(a.shape) > nd:
+            return None
+        sliced.append(len(a.shape) == nd and a.shape[0] == shape[0] and shape[0] != 1)
+    ps = parts(n, step)
+
+    def run(*xs, out=None):
+        if out is None:
+            out = np.empty(shape, dt)
+
+        def part(i):
+            s, e = ps[i]
+            u(*(x[s:e] if c else x for x, c in zip(xs, sliced)), out=out[s:e])
+        pool.map(part, len(ps))
+        return out
+    return run
+
+
+def reduction(node):
+    """A parallel kernel for a reduce_sum / max / min node over a big float array, or
+    None. Split along axis 0: where it is kept each part writes its own rows (in NumPy's
+    own order: bitwise equal), else each part's partial is combined in part order."""
+    u = _REDUCE.get(node.prim.name)
+    if u is None:
+        return None
+    x = node.inputs[0].aval
+    shape, dt = tuple(x.shape), np.dtype(x.dtype)
+    size = math.prod(shape)
+    if dt not in _FLOATS or size < MIN_SIZE:
+        return None
+    axes = tuple(sorted(node.params["axes"]))
+    if not axes:
+        return None
+    out_shape = tuple(node.outputs[0].aval.shape)
+    split = _rows_split(shape)
+    if split is None:
+        return None
+    if 0 not in axes:   # rows kept: each part reduces its own rows, in NumPy's order
+        ps = parts(split[1], split[0])
+
+        def rows(x):
+            out = np.empty(out_shape, dt)
+
+            def part(i):
+                s, e = ps[i]
+                u.reduce(x[s:e], axis=axes, out=out[s:e])
+            pool.map(part, len(ps))
+            return out
+        return rows
+    # NOTE: not split along a kept inner axis: NumPy reduces a column slice of rows
+    # element by element (20 ms against 0.3 ms for the sum over rows of f32[1024,1024])
+    ps = parts(split[1], split[0])
+
+    def partials(x):
+        ys = pool.map(lambda i: u.reduce(x[ps[i][0]:ps[i][1]], axis=axes), len(ps))
+        acc = ys[0]
+        for y in ys[1:]:    # in part order: the same sum at every thread count
+            acc = u(acc, y)
+        return np.asarray(acc, dt).reshape(out_shape)
+    return partials
+
+
+# --- matrix products -----------------------------------------------------------------------
+def _split(extent: int, t: int) -> list[tuple[int, int]]:
+    """`extent` cut into t near-equal ranges on multiples of 16 (BLAS kernel tiles)."""
+    step = -(-extent // t)
+    step = -(-step // 16) * 16
+    return parts(extent, step)
+
+
+def matmul(x, y):
+    """x @ y (2-d) on up to n_threads() threads, each product of at least
+    GEMM_FLOPS_PER_THREAD: the output's rows (or, for few rows, its columns) split into one
+    part per thread, each part one single-threaded BLAS call. Each output element is the
+    same BLAS dot product as in the whole call (OpenBLAS blocks K alike for every M)."""
+    m, k = x.shape
+    n = y.shape[1]
+    t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
+    if t > 1 and m >= MIN_ROWS * t:
+        ps = _split(m, t)
+        out = np.empty((m, n), np.result_type(x, y))
+        pool.map(lambda i: np.matmul(x[ps[i][0]:ps[i][1]], y, out=out[ps[i][0]:ps[i][1]]),
+                 len(ps))
+        return out
+    if t > 1 and n >= MIN_ROWS * t:
+        ps = _split(n, t)
+        out = np.empty((m, n), np.result_type(x, y))
+        pool.map(lambda i: np.matmul(x, y[:, ps[i][0]:ps[i][1]],
+                                     out=out[:, ps[i][0]:ps[i][1]]), len(ps))
+        return out
+    return np.matmul(x, y)
+
+
+def matmul_stack(x, y):
+    """x @ y for stacks (b, m, k) @ (b, k, n): the stack split over the threads when it has
+    a product per thread (attention heads), else each product split (matmul)."""
+    b, m, k = x.shape
+    n = y.shape[2]
+    t = min(n_threads(), (2 * b * m * k * n) // GEMM_FLOPS_PER_THREAD)
+    if t <= 1:
+        return np.matmul(x, y)
+    out = np.empty((b, m, n), np.result_type(x, y))
+    if b >= t:
+        ps = parts(b, -(-b // t))
+        pool.map(lambda i: np.matmul(x[ps[i][0]:ps[i][1]], y[ps[i][0]:ps[i][1]],
+                                     out=out[ps[i][0]:ps[i][1]]), len(ps))
+    else:
+        for i in range(b):
+            out[i] = matmul(x[i], y[i])
+    return out

@@ -1,0 +1,244 @@
+"""The CPU backend's threads: one pool for every parallel kernel (big elementwise ops and
+reductions, fusion loops, matrix products, attention, row-wise composites, scatter), and
+the BLAS library's thread count.
+
+Engine: a pool of plain Python threads running NumPy calls on parts of an op and numba
+kernels compiled `nogil`; both release the GIL in their inner loops, so the parts of one
+op run at once on every core. Why not numba's `parallel=True` loops or OpenMP: one pool
+for everything means one thread count to size and no second set of threads competing for
+the cores (numba's threading layer would be one, BLAS's another), NumPy's SIMD ufunc
+loops (exp, tanh) stay in use, and the workers sleep on a queue when idle (no spinning).
+Not measured against numba's parallel loops here: the 2 cores of this machine were shared
+with other jobs for the whole time.
+
+On a machine whose cores are busy with other processes, a worker that is descheduled in
+the middle of its part holds up the op: when the caller waits on workers longer than it
+worked itself, the pool runs the next calls on the caller alone for a while (values do not
+change: the parts are the same).
+
+Where the split decides a result's rounding (reductions: partial results combined in part
+order), parts have a fixed size that does not depend on the thread count, so a plan's
+results are the same, bit for bit, at every thread count and on every run; against the
+unsplit NumPy call they differ by rounding only. Elementwise work, whose values do not
+depend on the split, is spread evenly over the threads of the call.
+
+Thread count: `mx.config` knob cpu_threads (0: every core of this process's CPU affinity,
+read at each call, so `config.override(cpu_threads=1)` holds for a block). Small ops stay on
+the calling thread: a kernel goes parallel only with at least two parts of work.
+GEMMs: inside a plan BLAS runs on one thread (`blas.enter`, the caller's count restored at
+the plan's end) and products are split over this pool (parallel.matmul), one part per
+thread. OpenBLAS's own threads spin while they wait: next to this pool, or on a machine
+shared with other processes, they fight for the cores (a 256x512x512 product measured
+74 ms on two busy cores against 0.9 ms on one thread).
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import os
+import queue
+import threading
+import time
+
+from mirax.core import config, profile_events
+
+
+def affinity() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def n_threads() -> int:
+    """Threads for CPU kernels now (the cpu_threads knob; 0: the process's affinity)."""
+    t = config.get("cpu_threads")
+    return t if t > 0 else _AFFINITY
+
+
+_AFFINITY = affinity()
+
+
+def parts(n: int, grain: int) -> list[tuple[int, int]]:
+    """[0, n) cut into consecutive (start, stop) ranges of `grain` (the last one shorter)."""
+    return [(s, min(s + grain, n)) for s in range(0, n, grain)]
+
+
+# --- the pool -----------------------------------------------------------------------------
+class Pool:
+    """Worker threads that take jobs from one queue; `map` runs a function over part
+    indices on the caller and up to threads - 1 workers, parts claimed in order."""
+
+    def __init__(self):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._workers: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self.backoff = 0   # calls left that run on the caller alone (workers came late)
+
+    def _ensure(self, n: int):
+        if len(self._workers) >= n:
+            return
+        with self._lock:
+            while len(self._workers) < n:
+                t = threading.Thread(target=self._work, name=f"mirax-cpu-{len(self._workers)}",
+                                     daemon=True)
+                t.start()
+                self._workers.append(t)
+
+    def _work(self):
+        self._local.worker = True
+        while True:
+            self._jobs.get()()
+
+    @staticmethod
+    def _timed(rec, fn, i, n):
+        t0 = profile_events.now()
+        try:
+            return fn(i)
+        finally:
+            rec.add(f"part {i}/{n}", "pool", t0, profile_events.now())
+
+    def map(self, fn, n: int, threads: int | None = None) -> list:
+        """[fn(0), ..., fn(n - 1)], computed on up to `threads` threads (default
+        n_threads()). A call from inside a worker runs inline (no nested parallelism).
+
+        The caller claims parts too, so it never waits for a worker that has not woken
+        yet: on a busy machine it may run every part itself, and then returns as soon as
+        the parts a worker did claim are done (workers that wake later find none)."""
+        t = min(n_threads() if threads is None else threads, n)
+        rec = profile_events.active   # a profiler trace: a slice per part, on its thread
+        if t <= 1 or getattr(self._local, "worker", False) or self.backoff > 0:
+            if t > 1 and self.backoff > 0:
+                self.backoff -= 1
+            if rec is None or n == 1:
+                return [fn(i) for i in range(n)]
+            return [self._timed(rec, fn, i, n) for i in range(n)]
+        out: list = [None] * n
+        errors: list = []
+        claim = itertools.count()   # next() on a count is atomic under the GIL
+        left = [n]                  # parts not finished yet
+        lock = threading.Lock()
+        finished = threading.Event()
+
+
+        def drain():
+            while True:
+                i = next(claim)
+                if i >= n:
+                    return
+                try:
+                    out[i] = fn(i) if rec is None else self._timed(rec, fn, i, n)
+                except BaseException as e:   # re-raised on the caller
+                    errors.append(e)
+                with lock:
+                    left[0] -= 1
+                    if left[0] == 0:
+                        finished.set()
+
+        self._ensure(t - 1)
+        for _ in range(t - 1):
+            self._jobs.put(drain)
+        t0 = time.perf_counter()
+        drain()
+        t1 = time.perf_counter()
+        finished.wait()
+        if time.perf_counter() - t1 > max(t1 - t0, 1e-4):
+            # the caller waited for workers longer than it worked itself: the cores are
+            # busy with other processes (a descheduled worker holds up the whole op), so
+            # the next BACKOFF calls run on the caller alone; then the workers are tried again
+            self.backoff = BACKOFF
+        if errors:
+            raise errors[0]
+        return out
+
+
+# primitives whose CPU kernels call BLAS on the pool's threads (plans that hold one run
+# with one BLAS thread: lower.py)
+BLAS_USERS = frozenset({"dot_general", "dot_product_attention", "dot_product_attention_bwd"})
+BACKOFF = 200   # calls run on the caller alone after workers kept it waiting
+pool = Pool()
+
+
+def run_parts(fn, n: int, grain: int) -> list:
+    """[fn(s, e) for each part of [0, n)] on the pool (in part order)."""
+    ps = parts(n, grain)
+    return pool.map(lambda i: fn(*ps[i]), len(ps))
+
+
+# --- BLAS threads -------------------------------------------------------------------------
+class Blas:
+    """The thread count of the BLAS library NumPy calls (OpenBLAS, found among the
+    process's loaded libraries); a no-op where there is none we can drive."""
+
+    def __init__(self):
+        self._set = self._get = self._core = None
+        self.current = None
+        self.library = None
+        # NumPy's own first (SciPy may have loaded another OpenBLAS before mirax)
+        for path in sorted(_loaded_libraries(), key=lambda p: "numpy" not in p):
+            name = os.path.basename(path).lower()
+            if "openblas" not in name:
+                continue
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for pre, suf in (("scipy_", "64_"), ("", "64_"), ("scipy_", ""), ("", "")):
+                if hasattr(lib, f"{pre}openblas_set_num_threads{suf}"):
+                    self._set = getattr(lib, f"{pre}openblas_set_num_threads{suf}")
+                    self._get = getattr(lib, f"{pre}openblas_get_num_threads{suf}")
+                    core = getattr(lib, f"{pre}openblas_get_corename{suf}", None)
+                    if core is not None:
+                        core.restype = ctypes.c_char_p
+                    self._core, self.library = core, path
+                    break
+            if self._set is not None:
+                break
+        if self._set is not None:
+            self.current = self._get()
+
+    @property
+    def available(self) -> bool:
+        return self._set is not None
+
+    def corename(self) -> str:
+        return self._core().decode() if self._core is not None else "?"
+
+    def threads(self) -> int | None:
+        return self._get() if self._get is not None else None
+
+    def set(self, n: int):
+        """Use `n` threads for the next BLAS calls (a library call only on a change)."""
+        if n != self.current and self._set is not None:
+            self._set(n)
+            self.current = n
+
+    def enter(self):
+        """One BLAS thread from here (a plan's products split over the pool); returns the
+        count to give back to `exit` (the user's own NumPy calls keep theirs)."""
+        prev = self.current
+        if prev != 1:
+            self.set(1)
+        return prev
+
+    def exit(self, prev):
+        if prev != 1 and prev is not None:
+            self.set(prev)
+
+
+def _loaded_libraries() -> list[str]:
+    try:
+        with open("/proc/self/maps") as f:
+            return list(dict.fromkeys(ln.split()[-1] for ln in f
+                                      if ln.rstrip().endswith(".so") or ".so." in ln))
+    except OSError:   # not Linux: no control (BLAS keeps its own count)
+        return []
+
+
+blas = Blas()
+
+# GEMM flops (2 m n k) per thread: ~150 us of one core's sgemm; a smaller part costs too
+# much to hand to a thread (waking it, packing the shared operand again)
+GEMM_FLOPS_PER_THREAD = 1 << 24

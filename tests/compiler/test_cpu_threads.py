@@ -1,0 +1,300 @@
+"""The CPU backend's threads (backends/cpu/threads.py, parallel.py, the parallel parts of
+blocked.py and loops.py): a plan's values are the same, bit for bit, at every thread count
+and on every run; against the unsplit NumPy call they are equal (elementwise, row-wise
+reductions, stacked products) or equal to rounding (reductions cut into parts)."""
+import types
+
+import numpy as np
+import pytest
+
+import mirax as mx
+import mirax.numpy as mnp
+from mirax.core import runtime
+cpu_backend = runtime.backend("cpu")
+from mirax.backends.cpu import blocked, loops, parallel, threads
+from mirax.compiler import optimize
+from mirax.core import config
+
+RNG = np.random.default_rng(0)
+UNFUSED = types.SimpleNamespace(fuses=False, writes_into=cpu_backend.writes_into)
+
+
+def _run(f, args, n, backend=cpu_backend):
+    """f's compiled plan (fused per `backend`) run at `n` threads."""
+    g = mx.make_graph(f)(*(mx.asarray(a) for a in args))
+    with config.override(cpu_threads=n):
+        run = cpu_backend.compile(optimize(g, backend))
+        return [np.asarray(o) for o in run(*args)]
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch):
+    """Every call tries the workers (on this shared machine they are often late, which
+    would otherwise send calls to the caller alone: the same values, untested threads)."""
+    monkeypatch.setattr(threads, "BACKOFF", 0)
+    threads.pool.backoff = 0
+
+
+@pytest.fixture
+def splits(monkeypatch):
+    """A list that records the number of parts of every pool.map call."""
+    seen = []
+    real = threads.Pool.map
+
+    def spy(self, fn, n, threads=None):
+        seen.append(n)
+        return real(self, fn, n, threads)
+    monkeypatch.setattr(threads.Pool, "map", spy)
+    return seen
+
+
+def _same_at_every_thread_count(f, *args, backend=cpu_backend):
+    one = _run(f, args, 1, backend)
+    for n in (2, 3):
+        for _ in range(2):   # and on every run
+            for a, b in zip(one, _run(f, args, n, backend)):
+                np.testing.assert_array_equal(a, b)
+    return one
+
+
+def _sum_tol(x, axis=None):
+    """Bound on the rounding difference of two float32 summation orders of x."""
+    return 4 * np.finfo(np.float32).eps * np.sqrt(x.shape[0]) * np.sum(np.abs(x), axis=axis)
+
+
+def test_big_elementwise_ops_are_split_and_bitwise_equal():
+    x = RNG.standard_normal((600, 512)).astype(np.float32)
+    y = RNG.standard_normal((600, 512)).astype(np.float32)
+    b = RNG.standard_normal(512).astype(np.float32)
+    f = lambda x, y, b: [mnp.exp(x), x * y + b, mnp.tanh(y) > x]
+    g = mx.make_graph(f)(x, y, b)
+    assert all(parallel.elementwise(n.prim.impl if isinstance(n.prim.impl, np.ufunc) else
+                                    n.prim.impl.ufunc, n) is not None
+               for n in g.nodes if n.prim.name in ("exp", "tanh"))
+    got = _same_at_every_thread_count(f, x, y, b, backend=UNFUSED)
+    np.testing.assert_array_equal(got[0], np.exp(x))
+    np.testing.assert_array_equal(got[1], x * y + b)
+    np.testing.assert_array_equal(got[2], np.tanh(y) > x)
+
+
+def test_small_ops_stay_on_one_thread():
+    g = mx.make_graph(lambda x: [mnp.exp(x), mnp.sum(x, axis=0)])(
+        np.ones((64, 64), np.float32))
+    exp, red = g.nodes
+    assert parallel.elementwise(np.exp, exp) is None
+    assert parallel.reduction(red) is None
+
+
+@pytest.mark.parametrize("axes", [(0,), (1,), (0, 1), (1, 2), (0, 2), (0, 1, 2)])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_reductions(axes, op, splits):
+    x = RNG.standard_normal((1200, 40, 24)).astype(np.float32)
+    f = {"sum": mnp.sum, "max": mnp.max}[op]
+    got = _same_at_every_thread_count(lambda x: f(x, axis=axes), x, backend=UNFUSED)[0]
+    want = {"sum": np.sum, "max": np.max}[op](x, axis=axes)
+    assert any(n > 1 for n in splits)
+    if op == "max" or 0 not in axes:   # rows apart, or exact: NumPy's values
+        np.testing.assert_array_equal(got, want)
+    else:
+        assert np.all(np.abs(got - want) <= _sum_tol(x, axes))
+
+
+def test_blocked_fusion_with_reductions(knobs, splits):
+    knobs(numba=False)   # the NumPy chunked path
+    x = RNG.uniform(-2, 2, (700, 600)).astype(np.float32)
+    f = lambda x: [mnp.sum(mnp.exp(mnp.sin(x) * x) - x / 3.0, axis=0),
+                   mnp.sum(mnp.tanh(x) * x + x),
+                   mnp.exp(mnp.cos(x) * x) + 1.0]
+    g = optimize(mx.make_graph(f)(x), cpu_backend)
+    assert "fusion" in [n.prim.name for n in g.nodes]
+    got = _same_at_every_thread_count(f, x)
+    assert any(n > 1 for n in splits)
+    want = _run(f, [x], 1, UNFUSED)
+    t = np.exp(np.sin(x) * x) - x / 3.0
+    assert np.all(np.abs(got[0] - want[0]) <= _sum_tol(t, 0))
+    assert abs(got[1] - want[1]) <= _sum_tol(np.tanh(x) * x + x)
+    np.testing.assert_array_equal(got[2], want[2])
+
+
+@pytest.mark.parametrize("shape", [(300_000,), (400, 700)])
+def test_compiled_loops(shape, knobs, tmp_path, splits):
+    pytest.importorskip("numba")
+    knobs(numba=True, cache_dir=str(tmp_path))
+    x, m, v = (RNG.standard_normal(shape).astype(np.float32) for _ in range(3))
+
+    def adam(x, m, v):   # elementwise only; and a bias gradient (leading-axis sum)
+        m2 = 0.9 * m + 0.1 * x
+        v2 = 0.99 * v + 0.01 * x * x
+        out = [m2, v2, x - 0.001 * m2 / (mnp.sqrt(v2) + 1e-8)]
+        if len(shape) == 2:
+            out.append(mnp.sum(mnp.maximum(x, 0.0) * m, axis=0))
+        return out
+    g = optimize(mx.make_graph(adam)(x, m, v), cpu_backend)
+    assert any(n.prim.name == "fusion" and loops.eligible(n.params["graph"].nodes)
+               for n in g.nodes)
+    got = _same_at_every_thread_count(adam, x, m, v)
+    assert any(n > 1 for n in splits)
+    want = _run(adam, [x, m, v], 1, UNFUSED)
+    for a, b in zip(got[:3], want):
+        np.testing.assert_array_equal(a, b)
+    if len(shape) == 2:   # the loop sums rows in order; the unfused plan by parts
+        t = np.maximum(x, 0) * m
+        assert np.all(np.abs(got[3] - want[3]) <= _sum_tol(t, 0))
+
+
+def test_stacked_small_products_split_over_the_stack(splits):
+    q = RNG.standard_normal((64, 128, 64)).astype(np.float32)
+    k = RNG.standard_normal((64, 128, 64)).astype(np.float32)
+    f = lambda q, k: mnp.einsum("bqd,bkd->bqk", q, k)
+    got = _same_at_every_thread_count(f, q, k)[0]
+    assert any(n > 1 for n in splits)
+    np.testing.assert_array_equal(got, np.matmul(q, k.transpose(0, 2, 1)))
+
+
+@pytest.mark.parametrize("m,k,n", [(512, 256, 256), (40, 512, 1024), (256, 512, 10)])
+def test_products_split_over_the_pool(m, k, n, splits):
+    x = RNG.standard_normal((m, k)).astype(np.float32)
+    w = RNG.standard_normal((k, n)).astype(np.float32)
+    f = lambda x, w: [x @ w, mnp.einsum("ij,kj->ik", x, w.T)]
+    one = _run(f, [x, w], 1)
+    for t in (2, 3):
+        runs = [_run(f, [x, w], t) for _ in range(2)]
+        for a, b in zip(*runs):           # deterministic at a thread count
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(one, runs[0]):    # each element the same dot product: rounding of k
+            np.testing.assert_allclose(a, b, rtol=0, atol=4 * k * np.finfo(np.float32).eps *
+                                       np.max(np.abs(x)) * np.max(np.abs(w)))
+    np.testing.assert_allclose(one[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
+    assert any(s > 1 for s in splits) == (n > 10)
+
+
+
+def test_plans_run_blas_on_one_thread_and_restore_the_count(monkeypatch):
+    if not threads.blas.available:
+        pytest.skip("no OpenBLAS found to drive")
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **k: seen.append(threads.blas.threads())
+                        or real(*a, **k))
+    before = threads.blas.threads()
+    threads.blas.set(2)
+    try:
+        a = RNG.standard_normal((64, 64)).astype(np.float32)
+        _run(lambda a, b: a @ b, [a, a], 2)
+        assert seen and set(seen) == {1}       # inside the plan: one BLAS thread
+        assert threads.blas.threads() == 2     # the caller's count is back
+    finally:
+        threads.blas.set(before)
+
+
+def test_knob():
+    with config.override(cpu_threads=4):
+        assert threads.n_threads() == 4
+    with config.override(cpu_threads=0):
+        assert threads.n_threads() == threads.affinity()
+
+
+def test_pool_runs_every_part_once_and_raises_errors():
+    seen = []
+    with config.override(cpu_threads=3):
+        out = threads.pool.map(lambda i: seen.append(i) or i * i, 50)
+        assert out == [i * i for i in range(50)] and sorted(seen) == list(range(50))
+
+        def bad(i):
+            if i == 7:
+                raise ValueError("part 7")
+            return i
+        with pytest.raises(ValueError, match="part 7"):
+            threads.pool.map(bad, 20)
+        # nested calls run inline on the worker (no deadlock)
+        assert threads.pool.map(lambda i: sum(threads.pool.map(lambda j: j, 4)), 6) == [6] * 6
+
+
+def test_parts_do_not_depend_on_thread_count():
+    assert threads.parts(10, 4) == [(0, 4), (4, 8), (8, 10)]
+    assert blocked.PART % blocked.BLOCK == 0
+
+
+def test_attention_split_over_the_batch(monkeypatch):
+    from mirax.backends.cpu import kernels
+    monkeypatch.setattr(kernels, "ATTN_MIN", 1)
+    q, k, v = (RNG.standard_normal((5, 16, 2, 8)).astype(np.float32) for _ in range(3))
+
+    def f(q, k, v):
+        loss = lambda q, k, v: mnp.sum(mx.nn.dot_product_attention(q, k, v, is_causal=True)
+                                       ** 2)
+        return mx.value_and_grad(loss, argnums=(0, 1, 2))(q, k, v)
+    g = optimize(mx.make_graph(f)(q, k, v), cpu_backend)
+    assert {"dot_product_attention", "dot_product_attention_bwd"} <= \
+        {n.prim.name for n in g.nodes}
+    got = _same_at_every_thread_count(f, q, k, v)   # each (batch, head) alone: bitwise
+    want = mx.tree_util.tree_leaves(mx.value_and_grad(
+        lambda q, k, v: mnp.sum(mx.nn.dot_product_attention(q, k, v, is_causal=True) ** 2),
+        argnums=(0, 1, 2))(q, k, v))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=2e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "softmax"])
+def test_row_composites_split_over_rows(op, monkeypatch):
+    from mirax.backends.cpu import kernels
+    monkeypatch.setattr(kernels, "ROWS_PART", 256)   # parts of 8 rows of 32
+    x = RNG.standard_normal((6, 20, 32)).astype(np.float32)
+    w = RNG.standard_normal(32).astype(np.float32)
+
+    def loss(x, w):
+        if op == "layer_norm":
+            y = mx.nn.layer_norm(x, w, w)
+        else:
+            y = mx.nn.softmax(x * w, axis=-1)
+        return mnp.sum(mnp.sin(y))
+    f = lambda x, w: mx.value_and_grad(loss, argnums=(0, 1))(x, w)
+    names = {n.prim.name for n in optimize(mx.make_graph(f)(x, w), cpu_backend).nodes}
+    assert {op, op + "_bwd"} <= names
+    got = _same_at_every_thread_count(f, x, w)
+    with mx.config.override(cpu_threads=1):
+        monkeypatch.setattr(kernels, "ROWS_PART", 1 << 30)   # the whole call
+        want = _run(f, [x, w], 1)
+    np.testing.assert_array_equal(got[1], want[1])           # row results: bitwise
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5)   # sums: to rounding
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-5)
+
+
+def test_backoff_runs_on_the_caller(monkeypatch):
+    import threading
+    me = threading.get_ident()
+    threads.pool.backoff = 2
+    with config.override(cpu_threads=3):
+        for left in (1, 0):
+            ids = threads.pool.map(lambda i: threading.get_ident(), 8)
+            assert set(ids) == {me} and threads.pool.backoff == left
+
+
+def test_blocked_elementwise_parts_spread_evenly(knobs, splits):
+    knobs(numba=False)
+    x = RNG.uniform(-2, 2, 300_001).astype(np.float32)
+    f = lambda x: [mnp.exp(mnp.sin(x) * x) - x / 3.0 + 1.0]
+    got = _same_at_every_thread_count(f, x)
+    assert any(n > 1 for n in splits)
+    np.testing.assert_array_equal(got[0], _run(f, [x], 1, UNFUSED)[0])
+
+
+def test_scatter_and_outer_products(monkeypatch, splits):
+    pytest.importorskip("numba")
+    from mirax.backends.cpu import kernels
+    monkeypatch.setattr(kernels, "SCATTER_PART", 64)
+    x = RNG.standard_normal((3000, 16)).astype(np.float32)
+    idx = RNG.integers(0, 500, 3000).astype(np.int32)
+    a = RNG.standard_normal((300, 64)).astype(np.float32)
+    b = RNG.standard_normal((300, 32)).astype(np.float32)
+    f = lambda x, idx, a, b: [mx.nn.index_add(x, idx, 500),
+                              mx.vmap(lambda u, v: u[:, None] @ v[None, :])(a, b)]
+    g = optimize(mx.make_graph(f)(x, idx, a, b), cpu_backend)
+    dot = next(n for n in g.nodes if n.prim.name == "dot_general")
+    assert dot.params["dimension_numbers"][1][0]   # batched outer products (k = 1)
+    got = _same_at_every_thread_count(f, x, idx, a, b)
+    assert any(n > 1 for n in splits)
+    want = np.zeros((500, 16), np.float32)
+    np.add.at(want, idx, x)                 # the same additions in index order
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], a[:, :, None] * b[:, None, :])
