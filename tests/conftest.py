@@ -32,3 +32,10 @@ def knobs():
     from mirax.core import config
     with contextlib.ExitStack() as stack:
         yield lambda **values: stack.enter_context(config.override(**values))
+
+
+@pytest.fixture
+def x64():
+    """JAX with float64 on for one test (_restore_jax_x64 above turns it back)."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)

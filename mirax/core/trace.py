@@ -14,17 +14,16 @@ interpreter active, so that eager fast paths pay for the thread-local read only 
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 
+from mirax.core import dtypes
 from mirax.core.array import Array, ArrayOps
 from mirax.core.avals import ShapedArray
-from mirax.core.errors import UnexpectedTracerError
+from mirax.core.errors import ConcretizationError, UnexpectedTracerError
 from mirax.core.runtime import impl_for, nonhost_buffers
-from mirax.core import dtypes
-from mirax.core.errors import ConcretizationError
 
 # The few wrappers that the interpreters (mirax/interpreters/, below ops) call: `add` to sum
 # fan-out cotangents, `full` for zeros and ones, `broadcast_in_dim`, `moveaxis`,

@@ -20,6 +20,7 @@ import warnings
 import numpy as np
 
 from mirax.core import dtypes, tree
+from mirax.core import runtime
 from mirax.core import trace as _trace
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
@@ -451,7 +452,7 @@ def _convert_vmap(args, dims, **params):
 # NOTE: the eager fast paths below skip promote/bind/eager when no interpreter is active
 # and every buffer is on the host; they compute exactly what the general path computes
 # (same impl, same dtype and weak bit), only with less Python in between.
-_state, _busy, _nonhost = _trace.state, _trace.busy, _trace.nonhost_buffers
+_state, _busy, _nonhost = _trace.state, _trace.busy, runtime.nonhost_buffers
 
 
 def _bind2(p, x, y):

@@ -13,13 +13,6 @@ jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
 
-@pytest.fixture
-def x64():
-    old = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", old)
-
 
 def _c(rng, shape, lo=-1.5, hi=1.5):
     return rng.uniform(lo, hi, shape) + 1j * rng.uniform(lo, hi, shape)

@@ -12,13 +12,6 @@ jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
 
-@pytest.fixture
-def x64():
-    old = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", old)
-
 
 _rng = np.random.default_rng(0)
 Z = _rng.normal(size=(4, 6)) + 1j * _rng.normal(size=(4, 6))
