@@ -15,7 +15,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from mirax.core import config, dtypes, tree
+from mirax.core import axes as _axes, config, dtypes, tree
 from mirax.core.array import Array
 from mirax.core.runtime import executable, nonhost_buffers as _nonhost
 from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
@@ -92,7 +92,8 @@ class Jitted:
 
     def __call__(self, *args, **kwargs):
         # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
-        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0]:
+        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0] and \
+                not _axes.busy[0]:
             try:
                 fkey = tuple([(a._buf.shape, a._buf.dtype, a._weak) for a in args])
                 entry = self._fast.get(fkey)
@@ -116,7 +117,8 @@ class Jitted:
                 return tree.unflatten(out_tree, [Array(o, False) for o in outs])
         statics, dyn, kw_dyn = self._split(args, kwargs)
         leaves, in_tree = tree.flatten((dyn, kw_dyn))
-        key = (in_tree, tuple(map(_leaf_key, leaves)), statics)
+        # (bound axis names and sizes: a collective's shape depends on them)
+        key = (in_tree, tuple(map(_leaf_key, leaves)), statics, _axes.signature())
         # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
         # tracing sees the key's avals and an output that is an input is still an Array
         leaves = [x if isinstance(x, (Array, Tracer)) else operand(x, "jit") for x in leaves]
@@ -153,7 +155,7 @@ class Jitted:
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
         if not kwargs and not statics and not (_busy[0] and _state.active) and \
-                not _nonhost[0] and len(leaves) == len(args) and \
+                not _nonhost[0] and not _axes.busy[0] and len(leaves) == len(args) and \
                 all(type(a) is Array for a in args):
             n_out = -1 if out_tree == _LEAF else len(outs)
             fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)

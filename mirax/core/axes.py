@@ -1,0 +1,87 @@
+"""Named axes: the per-thread environment of bound axis names.
+
+A frame binds an axis name to a size and says how a collective over it runs:
+- a vmap frame (`trace` set: the BatchTrace of `vmap(..., axis_name=)`): a collective over
+  the name is raised to that interpreter, whose rule turns it into ordinary ops over its
+  batch axis (interpreters/vmap.py, ops/collective.py);
+- a device frame (`spmd` set): this thread runs one member of an SPMD program (pmap,
+  shard_map); the collective's impl hands its buffer to `spmd.comm(names)`, an engine over
+  the members (distributed/engines.py: threads in one process, MPI between processes,
+  NCCL between GPUs). Inside `jit` the collective is a node of the plan, and the engine is
+  looked up when the node runs, in the thread that runs it.
+
+Where it sits: core, beside the interpreter context (trace.py); read by the collective
+primitives (ops) and pushed by vmap (interpreters) and pmap / shard_map (transforms).
+"""
+from __future__ import annotations
+
+import threading
+
+
+class AxisFrame:
+    __slots__ = ("name", "size", "trace", "spmd")
+
+    def __init__(self, name, size: int, trace=None, spmd=None):
+        self.name, self.size, self.trace, self.spmd = name, size, trace, spmd
+
+    def __repr__(self):
+        kind = "vmap" if self.trace is not None else "devices"
+        return f"AxisFrame({self.name!r}, size={self.size}, {kind})"
+
+
+class _Env(threading.local):
+    def __init__(self):
+        self.frames: list[AxisFrame] = []
+
+
+_env = _Env()
+# Threads with any frame bound: hot paths (jit's fast path) read the thread-local only then.
+busy = [0]
+_lock = threading.Lock()
+
+
+def frames() -> list[AxisFrame]:
+    return _env.frames
+
+
+def lookup(name, op: str = "collective") -> AxisFrame:
+    """The innermost frame binding `name`; a NameError naming the op when none does."""
+    for f in reversed(_env.frames):
+        if f.name == name:
+            return f
+    bound = [f.name for f in _env.frames]
+    raise NameError(f"{op}: unbound axis name {name!r}; bound here: {bound or 'none'} "
+                    "(collectives run inside vmap(..., axis_name=), pmap or shard_map)")
+
+
+def signature() -> tuple:
+    """The bound names and sizes (part of a jit cache key: shapes depend on them)."""
+    return tuple((f.name, f.size) for f in _env.frames)
+
+
+class bind_axis:
+    """`with bind_axis(AxisFrame(...)):` binds a name for the block (this thread)."""
+
+    def __init__(self, *frames: AxisFrame):
+        self.new = frames
+
+    def __enter__(self):
+        if not _env.frames and self.new:
+            with _lock:
+                busy[0] += 1
+        _env.frames.extend(self.new)
+        return self.new
+
+    def __exit__(self, *exc):
+        for _ in self.new:
+            _env.frames.pop()
+        if not _env.frames and self.new:
+            with _lock:
+                busy[0] -= 1
+
+
+def as_names(axis_name) -> tuple:
+    """axis_name as a tuple of names (a single name or a tuple/list of them)."""
+    if isinstance(axis_name, (tuple, list)):
+        return tuple(axis_name)
+    return (axis_name,)
