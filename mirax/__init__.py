@@ -10,11 +10,15 @@ runtime.
 """
 from mirax import ops  # noqa: F401  (registers every primitive)
 from mirax import compiler, backends  # noqa: F401  (register the pipeline and the backends)
+from mirax import distributed  # noqa: F401  (registers the SPMD runner)
+from mirax.distributed import (  # noqa: F401
+    device_count, local_device_count, local_devices, process_count, process_index)
 from mirax.core import config, errors, tree  # noqa: F401
 from mirax.core.array import Array  # noqa: F401
 from mirax.core.dtypes import (  # noqa: F401
     bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8)
-from mirax.core.runtime import default_device, devices  # noqa: F401
+from mirax.core.runtime import default_device  # noqa: F401
+from mirax.distributed import devices  # noqa: F401
 from mirax.graph.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
 from mirax.ops.elementwise import stop_gradient  # noqa: F401
@@ -28,6 +32,8 @@ from mirax.transforms.shape_eval import (  # noqa: F401
     ShapeDtypeStruct, block_until_ready, ensure_compile_time_eval, eval_shape, named_call)
 from mirax.transforms.vjp import grad, value_and_grad, vjp  # noqa: F401
 from mirax.transforms.vmap import vmap  # noqa: F401
+from mirax.transforms.pmap import pmap  # noqa: F401
+from mirax.transforms.shard_map import shard_map  # noqa: F401
 from mirax import ir  # noqa: F401
 from mirax import autograd, testing  # noqa: F401
 from mirax import numpy  # noqa: F401
@@ -36,6 +42,8 @@ from mirax import nn, scipy  # noqa: F401
 from mirax import io, optim, random  # noqa: F401
 from mirax.io import to_dlpack  # noqa: F401
 from mirax import debug, tree_util  # noqa: F401
+from mirax import sharding  # noqa: F401
+from mirax.sharding import device_get  # noqa: F401
 from mirax.numpy import methods as _methods
 
 _methods.install()

@@ -85,3 +85,33 @@ def as_names(axis_name) -> tuple:
     if isinstance(axis_name, (tuple, list)):
         return tuple(axis_name)
     return (axis_name,)
+
+
+# --- running SPMD programs ----------------------------------------------------------------
+# mirax/distributed registers the runner (members on threads of this process and on other
+# processes, engines for their collectives); pmap and shard_map (transforms) call it.
+_runner: list = [None]
+_world: list = [lambda: (0, 1)]   # (process index, process count), set by distributed
+
+
+def set_world(fn) -> None:
+    _world[0] = fn
+
+
+def world() -> tuple[int, int]:
+    """(this process's index, the number of processes) of the process group."""
+    return _world[0]()
+
+
+def set_runner(fn) -> None:
+    """fn(member_fn, member_args, mesh, local, devices) -> the local members' outputs."""
+    _runner[0] = fn
+
+
+def run_spmd(member_fn, member_args, mesh, local, devices=None):
+    """Run member_fn(k, *member_args[k]) for each local member k while every member of
+    `mesh` (an object with `axis_names` and `axis_sizes`) runs the same program; `local[k]`
+    is member k's coordinate tuple in the mesh, `devices[k]` its device."""
+    if _runner[0] is None:
+        raise RuntimeError("pmap/shard_map: no SPMD runner registered (import mirax)")
+    return _runner[0](member_fn, member_args, mesh, local, devices)

@@ -61,7 +61,8 @@ def _size(names, op) -> int:
 
 
 def _comm(names, op):
-    """The engine over the device group of `names` for the member this thread runs."""
+    """The engine over the device group of `names` for the member this thread runs (it
+    takes and returns buffers of the member's backend: NumPy arrays, or CuPy's for NCCL)."""
     frames = [axes_env.lookup(n, op) for n in axes_env.as_names(names)]
     if any(f.spmd is None for f in frames):
         raise RuntimeError(f"{op}: axis {[f.name for f in frames]} is bound by vmap but the "
@@ -101,7 +102,7 @@ def _reduction(name, np_op, batch_reduce, unbatched):
 
     @p.def_impl
     def _impl(x, *, axis_name):
-        return np.asarray(_comm(axis_name, name).allreduce(np.asarray(x), np_op))
+        return _comm(axis_name, name).allreduce(x, np_op, name)
 
     @p.def_vmap
     def _vmap(args, dims, *, trace, axis_name):
@@ -217,8 +218,7 @@ def _all_gather_abstract_eval(x, *, axis_name, axis, tiled):
 
 @all_gather_p.def_impl
 def _all_gather_impl(x, *, axis_name, axis, tiled):
-    parts = _comm(axis_name, "all_gather").allgather(np.asarray(x))
-    return np.concatenate(parts, axis) if tiled else np.stack(parts, axis)
+    return _comm(axis_name, "all_gather").allgather(x, axis, tiled)
 
 
 @all_gather_p.def_transpose
@@ -291,14 +291,7 @@ def _psum_scatter_abstract_eval(x, *, axis_name, scatter_dimension, tiled):
 
 @psum_scatter_p.def_impl
 def _psum_scatter_impl(x, *, axis_name, scatter_dimension, tiled):
-    comm = _comm(axis_name, "psum_scatter")
-    total = np.asarray(comm.allreduce(np.asarray(x), "sum"))
-    d, n = scatter_dimension, comm.size
-    if tiled:
-        k = total.shape[d] // n
-        return np.ascontiguousarray(np.take(total, range(comm.rank * k, (comm.rank + 1) * k),
-                                            axis=d))
-    return np.ascontiguousarray(np.take(total, comm.rank, axis=d))
+    return _comm(axis_name, "psum_scatter").reduce_scatter(x, scatter_dimension, tiled)
 
 
 @psum_scatter_p.def_transpose
@@ -351,8 +344,7 @@ ppermute_p.def_abstract_eval(lambda x, *, axis_name, perm: ShapedArray(x.shape, 
 
 @ppermute_p.def_impl
 def _ppermute_impl(x, *, axis_name, perm):
-    comm = _comm(axis_name, "ppermute")
-    return np.asarray(comm.ppermute(np.asarray(x), perm))
+    return _comm(axis_name, "ppermute").ppermute(x, perm)
 
 
 @ppermute_p.def_transpose
@@ -428,10 +420,7 @@ def _all_to_all_abstract_eval(x, *, axis_name, split_axis, concat_axis):
 
 @all_to_all_p.def_impl
 def _all_to_all_impl(x, *, axis_name, split_axis, concat_axis):
-    comm = _comm(axis_name, "all_to_all")
-    chunks = np.split(np.asarray(x), comm.size, axis=split_axis)
-    got = comm.alltoall([np.ascontiguousarray(c) for c in chunks])
-    return np.concatenate(got, axis=concat_axis)
+    return _comm(axis_name, "all_to_all").all_to_all(x, split_axis, concat_axis)
 
 
 @all_to_all_p.def_transpose
