@@ -471,7 +471,7 @@ def _axis_index_abstract_eval(*, axis_name):
 
 @axis_index_p.def_impl
 def _axis_index_impl(*, axis_name):
-    return np.asarray(_comm(axis_name, "axis_index").rank, np.int32)
+    return _comm(axis_name, "axis_index").index_array()
 
 
 @axis_index_p.def_vmap
