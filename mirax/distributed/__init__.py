@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from mirax.core import axes, config, runtime
 from mirax.distributed import spmd  # noqa: F401  (registers the SPMD runner)
+from mirax.distributed import data_parallel  # noqa: F401
 from mirax.distributed.process import initialize, process_count, process_index  # noqa: F401
 
 

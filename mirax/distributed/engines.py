@@ -88,9 +88,9 @@ class Comm:
         total = self.allreduce(x, "sum", name)
         if tiled:
             k = total.shape[dim] // self.size
-            return np.ascontiguousarray(
+            return _contiguous(
                 np.take(total, range(self.rank * k, (self.rank + 1) * k), axis=dim))
-        return np.ascontiguousarray(np.take(total, self.rank, axis=dim))
+        return _contiguous(np.take(total, self.rank, axis=dim))
 
     def ppermute(self, x, perm, name: str = "ppermute"):
         x = np.asarray(x)
@@ -170,6 +170,16 @@ def mpi_wait(req, op: str, what: str):
                                    "calling collectives; collective_timeout)")
 
 
+def _cupy_contiguous(x):
+    import cupy   # optional dependency
+    x = cupy.asarray(x)
+    return x if x.flags.c_contiguous else x.copy()
+
+
+def _contiguous(x):
+    return np.require(x, requirements="C")   # (np.ascontiguousarray makes 0-d arrays 1-d)
+
+
 _SIG = 12   # ints in a signature: op code, dtype, ndim, shape (up to 9 dims)
 
 
@@ -199,7 +209,7 @@ class MpiComm(Comm):
 
     def allreduce(self, x, op, name="psum"):
         MPI = _mpi()
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         self._check(x, name)
         out = np.empty_like(x)
         red = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN}[op]
@@ -207,7 +217,7 @@ class MpiComm(Comm):
         return out
 
     def allgather(self, x, axis, tiled, name="all_gather"):
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         self._check(x, name)
         out = np.empty((self.size,) + x.shape, x.dtype)
         mpi_wait(self.comm.Iallgather(x, out), name, self.what)
@@ -216,7 +226,7 @@ class MpiComm(Comm):
         return np.ascontiguousarray(np.moveaxis(out, 0, axis))
 
     def ppermute(self, x, perm, name="ppermute"):
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         self._check(x, name)
         out = np.zeros_like(x)
         reqs = []
@@ -230,7 +240,7 @@ class MpiComm(Comm):
         return out
 
     def all_to_all(self, x, split, concat, name="all_to_all"):
-        x = np.ascontiguousarray(x)
+        x = _contiguous(x)
         self._check(x, name)
         send = np.ascontiguousarray(np.stack(np.split(x, self.size, axis=split)))
         recv = np.empty_like(send)
@@ -304,7 +314,7 @@ class NcclComm(Comm):
     def allreduce(self, x, op, name="psum"):
         import cupy   # optional dependency
         nccl, dt = self._types(x)
-        x = cupy.ascontiguousarray(x)
+        x = _cupy_contiguous(x)
         out = cupy.empty_like(x)
         red = {"sum": nccl.NCCL_SUM, "max": nccl.NCCL_MAX, "min": nccl.NCCL_MIN}[op]
         stream = cupy.cuda.get_current_stream().ptr
@@ -314,7 +324,7 @@ class NcclComm(Comm):
     def allgather(self, x, axis, tiled, name="all_gather"):
         import cupy   # optional dependency
         nccl, dt = self._types(x)
-        x = cupy.ascontiguousarray(x)
+        x = _cupy_contiguous(x)
         out = cupy.empty((self.size,) + x.shape, x.dtype)
         stream = cupy.cuda.get_current_stream().ptr
         self.nccl.allGather(x.data.ptr, out.data.ptr, x.size, dt, stream)
@@ -333,7 +343,7 @@ class NcclComm(Comm):
     def ppermute(self, x, perm, name="ppermute"):
         import cupy   # optional dependency
         nccl, dt = self._types(x)
-        x = cupy.ascontiguousarray(x)
+        x = _cupy_contiguous(x)
         out = cupy.zeros_like(x)
         stream = cupy.cuda.get_current_stream().ptr
         nccl.groupStart()
