@@ -38,3 +38,15 @@ def test_collectives_across_two_processes(local):
     r = launch(HERE / "mpi_collectives.py", env={"MIRAX_CPU_DEVICES": local})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.stdout.count("ok ") == 2 and "FAIL" not in r.stdout, r.stdout
+
+
+@needs_mpi
+def test_a_dead_process_ends_the_job():
+    r = launch(HERE / "mpi_dead_rank.py", args=("die",), timeout=60)
+    assert r.returncode != 0 and "no error" not in r.stdout, r.stdout + r.stderr
+
+
+@needs_mpi
+def test_a_stalled_process_times_out_naming_the_collective():
+    r = launch(HERE / "mpi_dead_rank.py", args=("stall",), timeout=60)
+    assert "TIMEOUT psum: timed out after 5s" in r.stdout, r.stdout + r.stderr[-2000:]
