@@ -153,21 +153,25 @@ class ThreadComm(Comm):
 
 # --- MPI between processes ----------------------------------------------------------------
 def mpi_wait(req, op: str, what: str):
-    """Wait for a non-blocking MPI request, at most `collective_timeout` seconds."""
-    t = _timeout()
-    if t is None:
-        req.Wait()
+    """Wait for a non-blocking MPI request, at most `collective_timeout` seconds: polled
+    without pause for the first millisecond (a collective between ready peers completes
+    in microseconds), then with growing sleeps (the peers may be computing on the same
+    cores)."""
+    if req.Test():
         return
-    deadline, spins, pause = time.monotonic() + t, 0, 0.0
+    t = _timeout()
+    start = time.monotonic()
+    spin_until, deadline, pause = start + 1e-3, None if t is None else start + t, 0.0
     while not req.Test():
-        spins += 1
-        if spins > 200:   # back off: the other ranks may be computing on this machine's cores
-            pause = min(1e-3, pause + 2e-5)
-            time.sleep(pause)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{op}: timed out after {t:.0f}s waiting for the other "
-                                   f"processes of {what} (a process died or stopped "
-                                   "calling collectives; collective_timeout)")
+        now = time.monotonic()
+        if now < spin_until:
+            continue
+        pause = min(1e-3, pause + 2e-5)
+        time.sleep(pause)
+        if deadline is not None and now > deadline:
+            raise TimeoutError(f"{op}: timed out after {t:.0f}s waiting for the other "
+                               f"processes of {what} (a process died or stopped "
+                               "calling collectives; collective_timeout)")
 
 
 def _cupy_contiguous(x):
