@@ -168,6 +168,22 @@ def override(**values):
         stack.remove(layer)
 
 
+def thread_overrides() -> tuple:
+    """This thread's override layers, to hand to worker threads (`inherit`)."""
+    return tuple(getattr(_local, "overrides", ()))
+
+
+@contextlib.contextmanager
+def inherit(layers: tuple):
+    """`with config.inherit(layers):` a worker thread sees the knobs its parent set."""
+    saved = getattr(_local, "overrides", None)
+    _local.overrides = list(layers)
+    try:
+        yield
+    finally:
+        _local.overrides = saved if saved is not None else []
+
+
 _listeners: dict[str, list[Callable]] = {}
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import threading
 
-from mirax.core import axes, runtime
+from mirax.core import axes, config, runtime
 from mirax.core.axes import AxisFrame, bind_axis
 from mirax.core.primitive import registry
 from mirax.distributed import engines, process
@@ -145,12 +145,13 @@ def run_spmd(member_fn, member_args, mesh, local, devices=None):
         _claim_cuda()
     results: list = [None] * len(local)
     errors: list = [None] * len(local)
+    knobs = config.thread_overrides()   # (the members see the caller's config.override)
 
     def member(k):
         m = _Member(run, k)
         frames = [AxisFrame(n, s, spmd=m) for n, s in zip(names, shape)]
         try:
-            with bind_axis(*frames):
+            with config.inherit(knobs), bind_axis(*frames):
                 results[k] = member_fn(k, *member_args[k])
         except BaseException as e:   # the others must not wait for this member forever
             errors[k] = e

@@ -218,7 +218,7 @@ class Jitted:
               "the argument structure changed"), file=sys.stderr)
 
     def _signature(self, key, args, kwargs) -> dict:
-        in_tree, leaf_keys, statics = key
+        in_tree, leaf_keys, statics = key[:3]
         names = self._leaf_names(args, kwargs)
         sig = {}
         for n, (shape, dtype, weak) in zip(names, leaf_keys):
