@@ -103,6 +103,18 @@ def world() -> tuple[int, int]:
     return _world[0]()
 
 
+_gather: list = [lambda obj: [obj]]   # set by distributed: an allgather between processes
+
+
+def set_gather(fn) -> None:
+    _gather[0] = fn
+
+
+def gather_objects(obj) -> list:
+    """Every process's `obj`, in process order (for assembling shard_map's outputs)."""
+    return _gather[0](obj)
+
+
 def set_runner(fn) -> None:
     """fn(member_fn, member_args, mesh, local, devices) -> the local members' outputs."""
     _runner[0] = fn

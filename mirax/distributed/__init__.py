@@ -12,6 +12,7 @@ from __future__ import annotations
 from mirax.core import axes, config, runtime
 from mirax.distributed import spmd  # noqa: F401  (registers the SPMD runner)
 from mirax.distributed import data_parallel  # noqa: F401
+from mirax.distributed import process
 from mirax.distributed.process import initialize, process_count, process_index  # noqa: F401
 
 
@@ -68,3 +69,5 @@ def local_device_count(platform: str | None = None) -> int:
 
 
 axes.set_world(lambda: (process_index(), process_count()))
+axes.set_gather(lambda obj: process.group.comm.allgather(obj)
+                if process.group.comm is not None else [obj])

@@ -261,20 +261,23 @@ def _mpi():
 class WorldComm(Comm):
     """The local members exchange through threads; the first of them exchanges the local
     values with the other processes (MPI); every member then keeps its group's values.
-    `members` are the global indices of the group's members in rank order."""
+    `members` are the global indices of the group's members in rank order, `local_ids`
+    the global indices of this process's members (in local order)."""
 
     def __init__(self, local: ThreadGroup, local_rank: int, mpi_comm, members: list,
-                 me: int, what: str):
+                 local_ids: list, what: str):
         self.local, self.local_rank, self.mpi = local, local_rank, mpi_comm
-        self.members, self.rank, self.size, self.what = members, members.index(me), \
-            len(members), what
+        self.local_ids = local_ids
+        self.members, self.rank, self.size, self.what = members, \
+            members.index(local_ids[local_rank]), len(members), what
 
     def exchange(self, value, op):
         local = self.local.exchange(self.local_rank, value, op)
         flat = None
         if self.local_rank == 0:   # the first local member talks to the other processes
             try:
-                flat = [v for proc in self.mpi.allgather(local) for v in proc]
+                flat = {g: v for proc in self.mpi.allgather(list(zip(self.local_ids, local)))
+                        for g, v in proc}
             except Exception as e:
                 self.local.abort(f"{type(e).__name__}: {e}")
                 raise

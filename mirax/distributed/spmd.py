@@ -27,9 +27,10 @@ from mirax.distributed import engines, process
 class _Run:
     """One call of an SPMD program: the mesh, the local members, the groups made so far."""
 
-    def __init__(self, names, shape, local, devices):
+    def __init__(self, names, shape, local, devices, processes):
         self.names, self.shape, self.local = tuple(names), tuple(shape), list(local)
         self.devices = devices
+        self.processes = processes   # the process of every global member
         self.total = math.prod(self.shape)
         self.global_of = [self.linear(c) for c in self.local]
         self.lock = threading.Lock()
@@ -75,12 +76,12 @@ class _Run:
                                 if self.names[i] not in names))
             cpu = engines.ThreadComm(self._thread_group(key, len(members), what),
                                      members.index(me))
-        elif len(self.local) == 1 and members == list(range(self.total)) and \
-                process.group.size == self.total:
-            cpu = engines.MpiComm(process.group.comm, what)
+        elif len(self.local) == 1 and process.group.size == len(members) and \
+                [self.processes[m] for m in members] == list(range(len(members))):
+            cpu = engines.MpiComm(process.group.comm, what)   # member of rank r on process r
         else:
             wl = self._thread_group(("world",), len(self.local), "this process's members")
-            cpu = engines.WorldComm(wl, k, process.group.comm, members, me, what)
+            cpu = engines.WorldComm(wl, k, process.group.comm, members, self.global_of, what)
         dev = self.devices[k] if self.devices else None
         if dev is not None and getattr(dev, "platform", "cpu") == "cuda":
             return _nccl(cpu, members, dev)
@@ -138,9 +139,17 @@ def _claim_cuda():
             be.impls.setdefault(name, registry[name].impl)
 
 
+def _processes(mesh) -> list:
+    """The process of each member of the mesh, row-major."""
+    if hasattr(mesh, "devices"):   # a Mesh: remote devices say their process
+        me = process.process_index()
+        return [getattr(d, "process_index", me) for d in mesh.devices.flat]
+    return list(mesh.processes)
+
+
 def run_spmd(member_fn, member_args, mesh, local, devices=None):
     names, shape = tuple(mesh.axis_names), tuple(mesh.axis_sizes)
-    run = _Run(names, shape, local, devices)
+    run = _Run(names, shape, local, devices, _processes(mesh))
     if devices and any(getattr(d, "platform", "cpu") == "cuda" for d in devices):
         _claim_cuda()
     results: list = [None] * len(local)

@@ -30,10 +30,11 @@ _anonymous = itertools.count()
 
 
 class _AxisMesh:
-    """A one-axis mesh for the runner."""
+    """A one-axis mesh for the runner: `n` members on each of `pcount` processes."""
 
-    def __init__(self, name, size):
-        self.axis_names, self.axis_sizes = (name,), (size,)
+    def __init__(self, name, n, pcount):
+        self.axis_names, self.axis_sizes = (name,), (n * pcount,)
+        self.processes = [g // n for g in range(n * pcount)]
 
 
 def _default_devices():
@@ -97,7 +98,7 @@ def pmap(f, axis_name=None, in_axes=0, out_axes=0, static_broadcasted_argnums=()
                 box.append(out_tree)
             return out_leaves
 
-        outs = axes.run_spmd(member, member_args, _AxisMesh(name, n * pcount),
+        outs = axes.run_spmd(member, member_args, _AxisMesh(name, n, pcount),
                              [(pidx * n + k,) for k in range(n)], devs)
         out_tree = box[0]
         dummy = tree.unflatten(out_tree, [0] * out_tree.num_leaves)

@@ -3,10 +3,11 @@ device's block of each argument (as its PartitionSpec says), with every mesh axi
 bound for collectives; the outputs' blocks are put together as out_specs say (a mesh axis
 an out spec does not name must hold the same value on its members, as in JAX).
 
-On concrete arrays the members run on the SPMD runner (threads of this process; see
-pmap.py), each member `jit(f)`. Called on tracers (grad, jvp, vmap or jit outside) it runs
-as nested vmap(axis_name=) over the mesh axes of the blocked arguments: same values and
-derivatives, one program.
+On concrete arrays the members run on the SPMD runner (threads of this process, and the
+other processes' members when the mesh has their devices: every process passes the same
+global arguments and gets the whole outputs), each member `jit(f)`. Called on tracers
+(grad, jvp, vmap or jit outside) it runs as nested vmap(axis_name=) over the mesh axes of
+the blocked arguments: same values and derivatives, one program.
 """
 from __future__ import annotations
 
@@ -60,9 +61,6 @@ def shard_map(f, mesh: Mesh, in_specs, out_specs, check_rep: bool = True):
 
 def _on_devices(compiled, mesh, leaves, in_tree, shardings, out_specs):
     members = mesh.local_members()
-    if len(members) != mesh.size:
-        raise NotImplementedError("shard_map: a mesh with other processes' devices is not "
-                                  "supported yet; use pmap across processes")
     hosts = [np.asarray(x) for x in leaves]
     member_args = [[Array(np.ascontiguousarray(h[s.index(c, h.shape)]), x.weak_type)
                     for h, x, s in zip(hosts, leaves, shardings)] for c, _ in members]
@@ -88,11 +86,12 @@ def _on_devices(compiled, mesh, leaves, in_tree, shardings, out_specs):
         gshape = tuple(n * (s.blocks(spec[d]) if d < len(spec) else 1)
                        for d, n in enumerate(local))
         out = np.empty(gshape, aval_of(first).dtype)
-        shards = []
-        for (c, dev), o in zip(members, outs):
-            idx = s.index(c, gshape)
-            out[idx] = np.asarray(o[i])
-            shards.append(Shard(dev, idx, o[i]))
+        shards = [Shard(dev, s.index(c, gshape), o[i]) for (c, dev), o in zip(members, outs)]
+        blocks = [(sd.index, np.asarray(sd.data)) for sd in shards]
+        if len(members) != mesh.size:   # other processes hold the other blocks
+            blocks = [b for part in axes.gather_objects(blocks) for b in part]
+        for idx, b in blocks:
+            out[idx] = b
         res.append(sharded(Array(out, first.weak_type), shards, s))
     return tree.unflatten(out_tree, res)
 

@@ -62,4 +62,19 @@ if L == 1:
     else:
         print(f"FAIL mismatch on rank {rank}: no error", flush=True)
         sys.exit(1)
+# shard_map over a mesh of every process's devices: (processes, local devices)
+from mirax.sharding import Mesh, P  # noqa: E402
+mesh = Mesh(np.array(mx.devices("cpu"), dtype=object).reshape(nproc, L), ("p", "l"))
+A = rng.randn(4 * nproc, 2 * L)
+W = rng.randn(2 * L, 3)
+mm = mx.shard_map(lambda a, w: mx.lax.psum(a @ w, "l"), mesh,
+                  in_specs=(P("p", "l"), P("l", None)), out_specs=P("p", None))(A, W)
+if not np.allclose(np.asarray(mm), A @ W, rtol=1e-12):
+    print(f"FAIL shard_map on rank {rank}", flush=True)
+    sys.exit(1)
+g = mx.shard_map(lambda a: mx.lax.all_gather(a, ("p", "l"), tiled=True), mesh,
+                 P(("p", "l")), P())(np.arange(2.0 * N))
+if not np.array_equal(np.asarray(g), np.arange(2.0 * N)):
+    print(f"FAIL shard_map all_gather on rank {rank}", flush=True)
+    sys.exit(1)
 print(f"ok {rank}", flush=True)
