@@ -9,7 +9,7 @@ import numpy as np
 
 import mirax as mx
 
-mx.config.update("collective_timeout", 5)
+mx.config.update("collective_timeout", 2)
 mx.distributed.initialize()
 f = mx.pmap(lambda a: mx.lax.psum(a, "i"), axis_name="i")
 f(np.ones((1, 3)))   # both alive: fine
