@@ -10,13 +10,15 @@ runtime.
 """
 from mirax import ops  # noqa: F401  (registers every primitive)
 from mirax import compiler, backends  # noqa: F401  (register the pipeline and the backends)
+from mirax import distributed  # noqa: F401  (registers the SPMD runner)
 from mirax.core import config, errors, tree  # noqa: F401
 from mirax.core.array import AnyArray as Array  # noqa: F401  (tracers are Arrays too)
 from mirax.core.dtypes import (  # noqa: F401
     bfloat16, bool_, complex64, complex128, float16, float32, float64, int8, int16, int32,
     int64, uint8)
-from mirax.core.runtime import (  # noqa: F401
-    default_device, device_count, devices, local_device_count, local_devices)
+from mirax.core.runtime import default_device  # noqa: F401
+from mirax.distributed import (  # noqa: F401
+    device_count, devices, local_device_count, local_devices, process_count, process_index)
 from mirax.graph.build import make_graph  # noqa: F401
 from mirax.ops.creation import asarray, from_dlpack  # noqa: F401
 from mirax.ops.dot import default_matmul_precision  # noqa: F401
@@ -33,6 +35,8 @@ from mirax.transforms.shape_eval import (  # noqa: F401
     ShapeDtypeStruct, block_until_ready, ensure_compile_time_eval, eval_shape, named_call)
 from mirax.transforms.vjp import grad, value_and_grad, vjp  # noqa: F401
 from mirax.transforms.vmap import vmap  # noqa: F401
+from mirax.transforms.pmap import pmap  # noqa: F401
+from mirax.transforms.shard_map import shard_map  # noqa: F401
 from mirax import ir  # noqa: F401
 from mirax import autograd, testing  # noqa: F401
 from mirax import numpy  # noqa: F401
@@ -41,6 +45,8 @@ from mirax import nn, scipy  # noqa: F401
 from mirax import io, optim, random  # noqa: F401
 from mirax.io import to_dlpack  # noqa: F401
 from mirax import debug, profiler, tree_util  # noqa: F401
+from mirax import sharding  # noqa: F401
+from mirax.sharding import device_get  # noqa: F401
 from mirax.numpy import methods as _methods
 from mirax.core.errors import name_public_functions as _name_public
 
@@ -48,7 +54,7 @@ _name_public(globals(), ["asarray", "block_until_ready", "checkpoint", "device_p
                          "eval_shape", "from_dlpack", "grad", "hessian", "hvp", "jacfwd",
                          "jacobian", "jacrev", "jit", "jvp", "linearize", "make_graph",
                          "named_call", "remat", "stop_gradient", "to_dlpack", "value_and_grad",
-                         "vjp", "vmap"])
+                         "vjp", "vmap", "pmap", "shard_map", "device_get"])
 del _name_public
 
 _methods.install()

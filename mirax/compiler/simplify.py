@@ -97,6 +97,8 @@ def _fold(node, ins, consts) -> bool:
     prim = node.prim
     if prim.impl is None or any(isinstance(p, Graph) for p in node.params.values()):
         return False
+    if prim.named_axes:   # a collective: its value depends on the other members (and one
+        return False      # graph serves them all: axis_index must not become a constant)
     limit = SMALL if prim.name == "broadcast_in_dim" else FOLD_MAX
     if not all(v in consts and v.aval.size <= FOLD_MAX for v in ins):
         return False

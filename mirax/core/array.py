@@ -65,7 +65,7 @@ class DeletedBuffer:
 
 
 class Array(ArrayOps):
-    __slots__ = ("_buf", "_weak")
+    __slots__ = ("_buf", "_weak", "_sharded")
 
     def __init__(self, buf, weak: bool = False):
         self._buf = buf
@@ -106,6 +106,19 @@ class Array(ArrayOps):
     @property
     def device(self):
         return device_of_buffer(self._buf)
+
+    @property
+    def sharding(self):
+        """How pmap / shard_map / device_put(x, sharding) laid the array out over devices
+        (core/sharding.py); None for an array on one device."""
+        s = getattr(self, "_sharded", None)
+        return None if s is None else s[1]
+
+    @property
+    def addressable_shards(self) -> list:
+        """This process's shards (core/sharding.Shard); none when unsharded."""
+        s = getattr(self, "_sharded", None)
+        return list(s[0]) if s is not None else []
 
     def __array__(self, dtype=None, copy=None):
         if type(self._buf) is DeletedBuffer:

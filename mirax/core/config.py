@@ -101,6 +101,10 @@ _declare("cuda_graphs", str, "auto", "capture CUDA plans as CUDA graphs: auto (l
          "plans), 1 (always), 0 (never)", choices=("auto", "1", "0", "on", "off"))
 _declare("cuda_strict", bool, False, "CUDA: raise instead of falling back to the host for a "
          "primitive without a native kernel")
+_declare("cpu_devices", int, 1, "CPU devices in this process, for pmap / shard_map over "
+         "several devices on one machine (JAX's --xla_force_host_platform_device_count)")
+_declare("collective_timeout", int, 300, "seconds a collective waits for the other members "
+         "(threads, MPI processes) before raising an error naming it (0: wait forever)")
 # A/B switches for benchmarks (no environment variable; `config.override` sets them)
 _declare("cuda_remat", bool, True, "CUDA: consumers recompute cheap elementwise chains",
          internal=True)
@@ -167,6 +171,22 @@ def override(**values):
         yield
     finally:
         stack.remove(layer)
+
+
+def thread_overrides() -> tuple:
+    """This thread's override layers, to hand to worker threads (`inherit`)."""
+    return tuple(getattr(_local, "overrides", ()))
+
+
+@contextlib.contextmanager
+def inherit(layers: tuple):
+    """`with config.inherit(layers):` a worker thread sees the knobs its parent set."""
+    saved = getattr(_local, "overrides", None)
+    _local.overrides = list(layers)
+    try:
+        yield
+    finally:
+        _local.overrides = saved if saved is not None else []
 
 
 _listeners: dict[str, list[Callable]] = {}

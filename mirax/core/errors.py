@@ -25,6 +25,11 @@ class ShapeError(MiraxError, TypeError, ValueError):
     its own class, so this error is both."""
 
 
+class UnboundAxisError(MiraxError, NameError, ValueError):
+    """A collective names an axis that no vmap / pmap / shard_map around it binds (JAX
+    raises NameError; a ValueError too, the class the API promises for a bad value)."""
+
+
 class DTypeError(MiraxError, TypeError, ValueError):
     """Operands whose dtypes do not fit the operation (a TypeError and a ValueError, as
     ShapeError)."""

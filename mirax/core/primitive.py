@@ -47,6 +47,9 @@ class Primitive:
         self.format_params: Callable | None = None  # params as the listing shows them
         # a vjp rule that accepts `needs=` (one bool per input) may skip unwanted cotangents
         self.vjp_takes_needs = False
+        # a collective over named axes (ops/collective.py): bound through the interpreter
+        # of its axis, and its vmap rule is told which trace calls it (`trace=`)
+        self.named_axes = False
         registry[name] = self
 
     def __repr__(self):

@@ -154,21 +154,6 @@ def devices(platform: str | None = None) -> list[Device]:
     return out
 
 
-def local_devices(backend: str | None = None) -> list[Device]:
-    """The devices this process drives (all of them, in a single process); JAX's backend
-    name 'gpu' means 'cuda'."""
-    return devices("cuda" if backend == "gpu" else backend)
-
-
-def device_count(backend: str | None = None) -> int:
-    """How many devices (of `backend`'s platform when given)."""
-    return len(local_devices(backend))
-
-
-def local_device_count(backend: str | None = None) -> int:
-    return len(local_devices(backend))
-
-
 def default_device() -> Device:
     want = config.get("device").lower()
     if want.startswith("cuda") or want == "gpu":

@@ -8,6 +8,13 @@ jit-compiled step of value_and_grad + adamw with a warmup-cosine schedule and gl
 clipping. Prints the unigram entropy of the text (the loss of the best model that ignores
 context) next to the model's held-out loss, samples text at the end, and writes
 charlm_loss.png when matplotlib is installed. The text ships in mirax/examples/data.
+
+Data-parallel (--data-parallel): the step is pmap'd over every device of every process
+(mpiexec -n 2 python -m mirax.examples.charlm --data-parallel; or MIRAX_CPU_DEVICES=2 in
+one process), each member taking its slice of the same global batch; the gradients are
+averaged by bucketed all-reduces inside the step (mx.distributed.data_parallel), so the
+losses are those of one process at the same global batch. --checkpoint PATH: process 0
+saves the parameters at the end (they load under any process count).
 """
 from __future__ import annotations
 
@@ -120,6 +127,35 @@ def _trailing_mean(xs, n: int) -> np.ndarray:
 
 
 # --- training ------------------------------------------------------------------------------
+def data_parallel_step(loss_fn, opt, axis="batch"):
+    """step(model, state, x, y) -> (model, state, loss) on the global batch x, y, computed
+    by pmap over every device of every process: each member takes its slice, the gradients
+    and the loss are averaged by bucketed all-reduces inside the compiled step, and every
+    member applies the same update. Takes and returns unreplicated model and state (the
+    members' copies are equal)."""
+    dp = mx.distributed.data_parallel
+
+    def member_step(model, state, x, y):
+        loss, grads = mx.value_and_grad(loss_fn)(model, x, y)
+        grads = dp.allreduce_mean(grads, axis)
+        updates, state = opt.update(grads, state, model)
+        return optim.apply_updates(model, updates), state, mx.lax.pmean(loss, axis)
+
+    pstep = mx.pmap(member_step, axis_name=axis)
+    box = {}
+
+    def step(model, state, x, y):
+        if box.get("model") is not model:   # (the replicas the last step returned)
+            box["rep"] = dp.replicate((model, state))
+        model_r, state_r = box["rep"]
+        model_r, state_r, loss = pstep(model_r, state_r, dp.shard_batch(x), dp.shard_batch(y))
+        box["rep"] = (model_r, state_r)
+        model, state = dp.unreplicate((model_r, state_r))
+        box["model"] = model
+        return model, state, loss[0]
+    return step
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=1000)
@@ -132,9 +168,16 @@ def main(argv=None):
     ap.add_argument("--eval-batches", type=int, default=8)
     ap.add_argument("--sample-chars", type=int, default=300)
     ap.add_argument("--temperature", type=float, default=0.8)
+    ap.add_argument("--data-parallel", action="store_true",
+                    help="pmap the step over every device of every process (mpiexec -n N)")
+    ap.add_argument("--checkpoint", default="", help="save the parameters here at the end")
     add_run_args(ap, "charlm")
     args = ap.parse_args(argv)
     say = start_run(args)
+    if args.data_parallel:
+        mx.distributed.initialize()
+        if mx.process_index() != 0:
+            say = lambda *a: None  # noqa: E731  (one process reports)
 
     text = load_text()
     chars = sorted(set(text))
@@ -164,6 +207,9 @@ def main(argv=None):
         updates, state = opt.update(grads, state, model)
         return optim.apply_updates(model, updates), state, loss
 
+    if args.data_parallel:
+        step = data_parallel_step(loss_fn, opt)
+
     eval_loss = mx.jit(loss_fn)
     ekey = mx.random.key(args.seed + 1)
     val_batches = [get_batch(val, mx.random.fold_in(ekey, i), args.batch, args.context)
@@ -174,7 +220,7 @@ def main(argv=None):
 
     losses, evals = [], []
     t0 = time.perf_counter()
-    bar = Progress(args.steps, "charlm", quiet=args.quiet)
+    bar = Progress(args.steps, "charlm", quiet=args.quiet or mx.process_index() != 0)
     eval_every = max(1, args.steps // 5)
     for i in bar:
         key, bkey = mx.random.split(key)
@@ -188,6 +234,11 @@ def main(argv=None):
                       f"held-out {evals[-1][1]:.3f} nats/char")
     train_time = time.perf_counter() - t0
     final = evals[-1][1]
+    if args.checkpoint:
+        if mx.process_index() == 0:
+            mx.io.save(args.checkpoint, model)
+        mx.distributed.data_parallel.barrier()
+        say(f"charlm: parameters saved to {args.checkpoint}")
 
     prompt = val[:args.context]
     out = sample(model, prompt, args.sample_chars, mx.random.fold_in(key, 99),

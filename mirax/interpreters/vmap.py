@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import warnings
 
+from mirax.core.axes import AxisFrame, bind_axis
 from mirax.core.avals import ShapedArray
 from mirax.core.errors import ConcretizationError
 from mirax.core.trace import wrappers
@@ -40,8 +41,9 @@ class BatchTracer(Tracer):
 
 
 class BatchTrace(Trace):
-    def __init__(self, axis_size: int):
+    def __init__(self, axis_size: int, axis_name=None):
         self.axis_size = axis_size
+        self.axis_name = axis_name  # a named axis: collectives over it reduce the batch axis
 
     def pure(self, val):
         return BatchTracer(self, val, None)
@@ -49,15 +51,28 @@ class BatchTrace(Trace):
     def process_primitive(self, prim, tracers, params):
         vals = [t.val for t in tracers]
         dims = [t.bdim for t in tracers]
-        if all(d is None for d in dims):
-            return prim.bind(*vals, **params)
-        rule = prim.vmap_rule or _loop_rule(prim)
-        out, out_dims = rule(vals, dims, **params)
+        if prim.named_axes:  # a collective: its rule is told which axis this trace is
+            out, out_dims = prim.vmap_rule(vals, dims, trace=self, **params)
+        else:
+            if all(d is None for d in dims):
+                return prim.bind(*vals, **params)
+            rule = prim.vmap_rule or _loop_rule(prim)
+            saved, _running.trace = _running.trace, self
+            try:
+                out, out_dims = rule(vals, dims, **params)
+            finally:
+                _running.trace = saved
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dims)]
         return BatchTracer(self, out, out_dims)
 
 
+class _Running(threading.local):
+    trace = None   # the BatchTrace whose (non-collective) rule is running in this thread
+
+
+_running = _Running()
+INHERIT = object()
 _warned: set = set()
 _warned_lock = threading.Lock()
 
@@ -93,10 +108,45 @@ def move_bdim(x, bdim, to, size):
     return x if bdim == to else wrappers.moveaxis(x, bdim, to)
 
 
-def vmap_flat(fn, args: list, in_dims: list, axis_size: int, out_dims: list | None = None):
+def inherited_axis_name(axis_size: int):
+    """The axis name of the BatchTrace whose rule is running (None outside a rule, or for
+    another size): a rule that re-batches a sub-graph batches the same named axis."""
+    outer = _running.trace
+    return outer.axis_name if outer is not None and outer.axis_size == axis_size else None
+
+
+class batching:
+    """`with batching(size, axis_name) as trace:` pushes a BatchTrace, and binds its axis
+    name (if any) for collectives."""
+
+    def __init__(self, axis_size: int, axis_name=None):
+        self.trace = BatchTrace(axis_size, axis_name)
+        frames = () if axis_name is None else \
+            (AxisFrame(axis_name, axis_size, trace=self.trace),)
+        self.push, self.bind = new_trace(self.trace), bind_axis(*frames)
+
+    def __enter__(self):
+        self.push.__enter__()
+        self.bind.__enter__()
+        return self.trace
+
+    def __exit__(self, *exc):
+        self.bind.__exit__(*exc)
+        self.push.__exit__(*exc)
+
+
+def vmap_flat(fn, args: list, in_dims: list, axis_size: int, out_dims: list | None = None,
+              axis_name=INHERIT):
     """Run fn(*args) -> list batched along in_dims; outputs batched at out_dims (None ->
-    unbatched; an output that is not batched is broadcast if its out dim is not None)."""
-    with new_trace(BatchTrace(axis_size)) as trace:
+    unbatched; an output that is not batched is broadcast if its out dim is not None).
+
+    `axis_name` binds a name for collectives (mx.vmap passes its own, None or a name). Left
+    out (the rules of call, cond, scan, custom_vjp, which re-batch a sub-graph), the new
+    trace inherits the name of the trace whose rule is running: the sub-graph's axis is
+    that trace's axis."""
+    if axis_name is INHERIT:
+        axis_name = inherited_axis_name(axis_size)
+    with batching(axis_size, axis_name) as trace:
         ins = [BatchTracer(trace, a, d) for a, d in zip(args, in_dims)]
         outs = fn(*ins)
         res = []

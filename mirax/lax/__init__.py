@@ -25,6 +25,8 @@ from mirax.ops.indexing import (  # noqa: F401
 from mirax.ops.elementwise import stop_gradient  # noqa: F401
 from mirax.ops.conv import conv_general_dilated  # noqa: F401
 from mirax.ops.fft import FftType, fft  # noqa: F401
+from mirax.ops.collective import (  # noqa: F401
+    all_gather, all_to_all, axis_index, pmax, pmean, pmin, ppermute, psum, psum_scatter)
 from mirax.lax._extra import *  # noqa: F401,F403,E402  (compositions: cumlogsumexp, top_k, ...)
 from mirax.lax._shapes import *  # noqa: F401,F403,E402  (conv / window shape arithmetic)
 

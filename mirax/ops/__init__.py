@@ -11,6 +11,7 @@ from mirax.ops import creation, dot, indexing, reduction  # noqa: F401
 from mirax.ops import cumulative, linalg, lu, sort  # noqa: F401
 from mirax.ops import call, control_flow, loops, scan  # noqa: F401
 from mirax.ops import composite, conv, graph_ops, nn, quant  # noqa: F401
+from mirax.ops import collective  # noqa: F401
 
 wrappers.add = elementwise.add
 wrappers.full = shape.full

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from mirax.core import dtypes, runtime, tree
 from mirax.core.avals import ShapedArray
-from mirax.core.trace import aval_of, new_trace
+from mirax.core.trace import aval_of
 from mirax.graph.build import trace_to_graph
 from mirax.graph.graph import Graph
 from mirax.graph.interpret import eval_graph
@@ -21,7 +21,7 @@ from mirax.core.runtime import executable
 from mirax.ops import elementwise as elementwise_ops
 from mirax.interpreters.jvp import instantiate, jvp_flat
 from mirax.interpreters.vjp import vjp_flat
-from mirax.interpreters.vmap import BatchTrace, BatchTracer, move_bdim
+from mirax.interpreters.vmap import BatchTracer, batching, inherited_axis_name, move_bdim
 
 
 # --- tracing user functions ---------------------------------------------------------------
@@ -141,11 +141,13 @@ def vmap_graph(graph: Graph, in_dims: tuple, size: int, force: tuple):
     """graph batched: in_dims entries are 0 or None; outputs batched at 0 where they
     depend on a batched input or `force` says so. Returns (graph, out_dims)."""
 
+    name = inherited_axis_name(size)   # (a scan of psums under vmap(axis_name=))
+
     def build():
         box = []
 
         def fn(*args):
-            with new_trace(BatchTrace(size)) as tr:
+            with batching(size, name) as tr:
                 ins = [BatchTracer(tr, a, d) for a, d in zip(args, in_dims)]
                 outs = eval_graph(graph, *ins)
                 vals, ods = [], []
@@ -160,7 +162,7 @@ def vmap_graph(graph: Graph, in_dims: tuple, size: int, force: tuple):
             return vals
         avals = [a if d is None else batched_aval(a, size) for a, d in zip(graph.in_avals, in_dims)]
         return rule_graph(fn, avals, graph.name), box[0]
-    return cached(graph, ("cf_vmap", tuple(in_dims), size, tuple(force)), build)
+    return cached(graph, ("cf_vmap", tuple(in_dims), size, tuple(force), name), build)
 
 
 def to_front(xs, dims, size, at=0, force=None):

@@ -17,7 +17,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from mirax.core import config, dtypes, profile_events, tree
+from mirax.core import axes as _axes, config, dtypes, profile_events, tree
 from mirax.core.array import Array, DeletedBuffer
 from mirax.core.runtime import executable, nonhost_buffers as _nonhost
 from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
@@ -102,7 +102,8 @@ class Jitted:
         # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
         # the knob resolves the precision of the products traced without one: part of the key
         prec = config.get("default_matmul_precision")
-        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0]:
+        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0] and \
+                not _axes.busy[0]:
             try:
                 fkey = (prec, *[(a._buf.shape, a._buf.dtype, a._weak) for a in args])
                 entry = self._fast.get(fkey)
@@ -127,7 +128,8 @@ class Jitted:
                 return tree.unflatten(out_tree, [Array(o, False) for o in outs])
         statics, dyn, kw_dyn = self._split(args, kwargs)
         leaves, in_tree = tree.flatten((dyn, kw_dyn))
-        key = (in_tree, tuple(map(_leaf_key, leaves)), statics, prec)
+        # (bound axis names and sizes: a collective's shape depends on them)
+        key = (in_tree, tuple(map(_leaf_key, leaves)), statics, prec, _axes.signature())
         # Python and NumPy scalars/arrays become Arrays (weak or strong as the key says), so
         # tracing sees the key's avals and an output that is an input is still an Array
         leaves = [x if isinstance(x, (Array, Tracer)) else operand(x, "jit") for x in leaves]
@@ -165,7 +167,7 @@ class Jitted:
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
         if not kwargs and not statics and not (_busy[0] and _state.active) and \
-                not _nonhost[0] and len(leaves) == len(args) and \
+                not _nonhost[0] and not _axes.busy[0] and len(leaves) == len(args) and \
                 all(type(a) is Array for a in args):
             n_out = -1 if out_tree == _LEAF else len(outs)
             fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)
@@ -233,7 +235,7 @@ class Jitted:
               "the argument structure changed"), file=sys.stderr)
 
     def _signature(self, key, args, kwargs) -> dict:
-        in_tree, leaf_keys, statics, prec = key
+        in_tree, leaf_keys, statics, prec = key[:4]
         names = self._leaf_names(args, kwargs)
         sig = {"default_matmul_precision": prec}
         for n, (shape, dtype, weak) in zip(names, leaf_keys):

@@ -20,12 +20,18 @@ def _resolve_axes(args, in_axes):
     return tree.prefix_broadcast(in_axes, tuple(args), "vmap in_axes")
 
 
-def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
+def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None, *,
+         axis_name=None):
+    """Map f over an axis of its arguments. `axis_name` names the mapped axis for the
+    collectives inside f (mx.lax.psum(x, axis_name), ...), with JAX's semantics."""
     if not callable(f):
         raise TypeError(f"vmap: expected a function, got {type(f).__name__}")
     for what, v in (("axis_size", axis_size), ("chunk_size", chunk_size)):
         if v is not None and static_int(v, "vmap", what) < 1:
             raise ValueError(f"vmap: {what} must be a positive int, got {v}")
+    if axis_name is not None and chunk_size is not None:
+        raise ValueError("vmap: chunk_size cannot split an axis named for collectives "
+                         f"(axis_name={axis_name!r})")
 
     def vmapped(*args, **kwargs):
         leaves, in_tree = tree.flatten(tuple(args))
@@ -64,7 +70,8 @@ def vmap(f, in_axes=0, out_axes=0, axis_size=None, chunk_size=None):
 
         mapped = [x for x, d in zip(leaves, dims)]
         # out_axes may be a pytree prefix of the output: resolved after tracing
-        res = vmap_flat(flat_fn, mapped, dims, size, _OutAxes(out_axes, out_box))
+        res = vmap_flat(flat_fn, mapped, dims, size, _OutAxes(out_axes, out_box),
+                        axis_name=axis_name)
         return tree.unflatten(out_box[0], res)
     vmapped.__name__ = f"vmap({getattr(f, '__name__', 'f')})"
     vmapped.__wrapped__ = f

@@ -105,7 +105,9 @@ def lower(be, graph: Graph, timer: list | None = None, merge: bool = True):
     exec(compile(src, f"<mirax cuda plan {graph.name}>", "exec"), env)
     plan = env["plan"]
     in_dtypes = [v.aval.dtype for v in graph.inputs]
-    if timer is None and merge:  # a top-level plan: replayed as a CUDA graph once it pays
+    # a top-level plan: replayed as a CUDA graph once it pays; not one with collectives
+    # (NCCL calls run on the current stream, a plain plan's: never captured)
+    if timer is None and merge and not any(n.prim.named_axes for n in graph.nodes):
         run = graphs.Replay(be, plan, in_dtypes, graph.name)
         run.profiled = _profiled(be, graph, graph.name)
     else:
