@@ -43,9 +43,14 @@ REFERENCE_OK = {
     "broadcast_in_dim", "reshape", "transpose", "concatenate", "rev", "slice",
     # transforms whose impl runs a Python body on Arrays (eager dispatch keeps it on device)
     "custom_jvp_call", "custom_vjp_call", "checkpoint", "stop_gradient",
-    # sub-graph primitives: one driver for every backend (the sub-graphs compiled for CUDA)
-    "cond", "while", "scan", "call",
+    # collectives: their impl hands the buffers to the member's engine (NCCL on CuPy ones)
+    "psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all",
+    "axis_index",
 }
+# sub-graph primitives: one driver for every backend (their sub-graphs compiled for CUDA).
+# Not guarded: a failure inside is its node's own (each node's impl is guarded), and must
+# not mark the primitive itself as failing for every later graph.
+SUBGRAPHS = ("cond", "while", "scan", "call")
 
 
 class CudaBackend(Backend):
@@ -131,11 +136,22 @@ class CudaBackend(Backend):
             return self._guarded(prim, attention.impl(self, prim)), "native"
         if name in self._explicit:
             return self._guarded(prim, self._explicit[name]), "native"
+        if name in SUBGRAPHS:
+            return self._on_device(prim.impl), "native"
         if name in REFERENCE_OK and prim.impl is not None:
             return self._guarded(prim, prim.impl), "native"
         if prim.decomposition is not None:
             return self._guarded(prim, runtime.body_impl(prim)), "decomposed"
         return self._host_fallback(prim), "host-fallback"
+
+    @staticmethod
+    def _on_device(fn):
+        """`fn` on device buffers (host arguments moved first)."""
+        to_device = library.to_device
+
+        def run(*bufs, **params):
+            return fn(*[to_device(b) for b in bufs], **params)
+        return run
 
     def _guarded(self, prim, fn):
         """Run `fn` on device buffers; if CuPy cannot (a dtype or case it lacks), run on
