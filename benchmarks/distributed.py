@@ -25,6 +25,9 @@ import sys
 import time
 from pathlib import Path
 
+# this checkout's mirax, wherever the script is run from
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [2 ** k for k in range(10, 25, 2)]   # bytes
 

@@ -24,6 +24,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
+# this checkout's mirax, wherever the script is run from
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from common import interleave, markdown_table, single_thread, torch_single_thread  # noqa: E402
 
 

@@ -45,6 +45,8 @@ import statistics
 import sys
 import time
 import traceback
+# this checkout's mirax, wherever the script is run from
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with JAX
 
