@@ -28,15 +28,11 @@ def map(f, xs, *, batch_size=None):  # noqa: A001 (lax.map)
     parts = []
     if k:
         chunks = [
-            reshape(
-                slice_in_dim(x, 0, k * b), (k, b) + tuple(aval_of(x).shape[1:])
-            )
+            reshape(slice_in_dim(x, 0, k * b), (k, b) + tuple(aval_of(x).shape[1:]))
             for x in leaves
         ]
         out = map(vmap(f), tree.unflatten(treedef, chunks))
-        parts.append(
-            tree.map(lambda y: reshape(y, (k * b,) + tuple(aval_of(y).shape[2:])), out)
-        )
+        parts.append(tree.map(lambda y: reshape(y, (k * b,) + tuple(aval_of(y).shape[2:])), out))
     if rem:
         tail = [slice_in_dim(x, k * b, n) for x in leaves]
         parts.append(vmap(f)(tree.unflatten(treedef, tail)))

@@ -129,11 +129,7 @@ def _reduce_wrapper(p, x, axis_name):
         if aval_of(leaf).dtype == dtypes.bool_:  # (JAX sums booleans as integers)
             leaf = ew.convert_element_type(leaf, dtypes.int32)
         return p.bind(leaf, axis_name=names)
-    return _tree_map(one, x)
-
-
-def _tree_map(fn, x):
-    return tree.map(fn, x)
+    return tree.map(one, x)
 
 
 def psum(x, axis_name):
@@ -151,7 +147,7 @@ def pmin(x, axis_name):
 
 def pmean(x, axis_name):
     n = _size(axis_name, "pmean")
-    return _tree_map(lambda s: ew.div(s, n), psum(x, axis_name))
+    return tree.map(lambda s: ew.div(s, n), psum(x, axis_name))
 
 
 @psum_p.def_transpose  # linear: the adjoint of a sum replicated to all is psum (JAX's rule)
@@ -202,7 +198,7 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
         for name in reversed(names[:-1]):
             out = all_gather_p.bind(out, axis_name=name, axis=a, tiled=True)
         return out
-    return _tree_map(one, x)
+    return tree.map(one, x)
 
 
 @all_gather_p.def_abstract_eval
@@ -265,7 +261,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False):
         for name in names:
             leaf = psum_scatter_p.bind(leaf, axis_name=name, scatter_dimension=d, tiled=True)
         return leaf if tiled else sh.squeeze(leaf, (d,))
-    return _tree_map(one, x)
+    return tree.map(one, x)
 
 
 def _scatter_size_check(x, axis_name, d, tiled, n):
@@ -335,7 +331,7 @@ def ppermute(x, axis_name, perm):
             any(not 0 <= i < n for i in srcs + dsts):
         raise ValueError(f"ppermute: perm {perm} is not a partial permutation of the "
                          f"{n} members of axis {names[0]!r}")
-    return _tree_map(lambda leaf: ppermute_p.bind(operand(leaf, "ppermute"),
+    return tree.map(lambda leaf: ppermute_p.bind(operand(leaf, "ppermute"),
                                                   axis_name=names[0], perm=perm), x)
 
 
@@ -406,7 +402,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
         y = sh.expand_dims(leaf, (c + 1,))
         y = all_to_all_p.bind(y, axis_name=names[0], split_axis=s, concat_axis=c + 1)
         return sh.squeeze(y, (s,))
-    return _tree_map(one, x)
+    return tree.map(one, x)
 
 
 @all_to_all_p.def_abstract_eval

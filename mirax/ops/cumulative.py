@@ -172,26 +172,19 @@ def _ties(x, out, axis, reverse):
     first = elementwise_ops.eq(idx, n - 1 if reverse else 0)
     start = elementwise_ops.logical_or(first, elementwise_ops.ne(out, _prev(out, axis, reverse, 0)))
     if reverse:  # the group start is the largest start index >= i
-        group = cummin_p.bind(
-            elementwise_ops.select(start, idx, shape_ops.full(a.shape, n - 1, dtypes.int32)),
-            axis=axis,
-            reverse=True,
-        )
+        last = shape_ops.full(a.shape, n - 1, dtypes.int32)
+        group = cummin_p.bind(elementwise_ops.select(start, idx, last), axis=axis, reverse=True)
     else:
-        group = cummax_p.bind(
-            elementwise_ops.select(start, idx, shape_ops.full(a.shape, 0, dtypes.int32)),
-            axis=axis,
-            reverse=False,
-        )
+        first_i = shape_ops.full(a.shape, 0, dtypes.int32)
+        group = cummax_p.bind(elementwise_ops.select(start, idx, first_i), axis=axis, reverse=False)
     return hit, group, _group_sum(hit, group, axis, reverse)
 
 
 def _group_sum(v, group, axis, reverse):
     """sum of v over the scan positions from group[i] to i."""
     cs = cumsum_p.bind(v, axis=axis, reverse=reverse)
-    return elementwise_ops.sub(
-        cs, sort_ops.gather_along_axis(elementwise_ops.sub(cs, v), group, axis)
-    )
+    return elementwise_ops.sub(cs,
+                               sort_ops.gather_along_axis(elementwise_ops.sub(cs, v), group, axis))
 
 
 def _group_sum_transpose(w, group, axis, reverse):
@@ -199,9 +192,8 @@ def _group_sum_transpose(w, group, axis, reverse):
     n = aval_of(w).shape[axis]
     s = sort_ops.scatter_add_along_axis(w, group, axis, n)
     back = cumsum_p.bind(w, axis=axis, reverse=not reverse)
-    return elementwise_ops.add(
-        elementwise_ops.sub(back, cumsum_p.bind(s, axis=axis, reverse=not reverse)), s
-    )
+    within = cumsum_p.bind(s, axis=axis, reverse=not reverse)
+    return elementwise_ops.add(elementwise_ops.sub(back, within), s)
 
 
 cummax_p = _cumextreme("cummax", np.maximum)

@@ -181,9 +181,8 @@ def dynamic_update_slice(x, update, start_indices, *, allow_negative_indices=Tru
     x, update = common_ops.promote("dynamic_update_slice", x, update)
     if len(start_indices) != x.ndim:
         raise ValueError(f"dynamic_update_slice: {len(start_indices)} start indices for {short(x)}")
-    starts = _start_operands(
-        start_indices, "dynamic_update_slice", x.shape if allow_negative_indices else None
-    )
+    starts = _start_operands(start_indices, "dynamic_update_slice",
+                             x.shape if allow_negative_indices else None)
     return dynamic_update_slice_p.bind(x, update, *starts)
 
 
@@ -261,10 +260,8 @@ def _rest(ndim, axes):
 
 def _check_indices(op, x, idx, axes):
     if not dtypes.is_int(idx.dtype) or idx.ndim < 1 or idx.shape[-1] != len(axes):
-        raise TypeError(
-            f"{op}: indices must be an integer array of shape batch + "
-            f"({len(axes)},) for axes {axes}, got {short(idx)}"
-        )
+        raise TypeError(f"{op}: indices must be an integer array of shape batch + "
+                        f"({len(axes)},) for axes {axes}, got {short(idx)}")
     if len(set(axes)) != len(axes) or any(not 0 <= a < x.ndim for a in axes):
         raise ValueError(f"{op}: axes {axes} are not distinct axes of {short(x)}")
     return idx.shape[:-1] + tuple(x.shape[a] for a in _rest(x.ndim, axes))
@@ -304,9 +301,8 @@ def gather(x, indices, axes, mode="clip", fill_value=None):
     if mode not in ("clip", "fill"):
         raise ValueError(f"gather: mode must be 'clip' or 'fill', got {mode!r}")
     _check_indices("gather", x, idx, axes)
-    fill = (
-        None if mode == "clip" else (_default_fill(x.dtype) if fill_value is None else fill_value)
-    )
+    fill = None if mode == "clip" else (_default_fill(x.dtype) if fill_value is None
+                                        else fill_value)
     return gather_p.bind(x, idx, axes=axes, mode=mode, fill_value=fill)
 
 
@@ -371,11 +367,9 @@ def _scatter_primitive(name, op):
     def _abstract_eval(x, idx, upd, *, axes, mode):
         want = _check_indices(name, x, idx, axes)
         if tuple(upd.shape) != want or upd.dtype != x.dtype:
-            raise ValueError(
-                f"{name}: updates {short(upd)} should be "
-                f"{short(ShapedArray(want, x.dtype))} for indices {short(idx)} "
-                f"into {short(x)} along axes {axes}"
-            )
+            raise ValueError(f"{name}: updates {short(upd)} should be "
+                             f"{short(ShapedArray(want, x.dtype))} for indices {short(idx)} "
+                             f"into {short(x)} along axes {axes}")
         return ShapedArray(x.shape, x.dtype)
 
     @p.def_impl
@@ -435,11 +429,9 @@ def _scatter_wrapper(p, op_name):
         return p.bind(x, idx, updates, axes=axes, mode=mode)
 
     wrapper.__name__ = op_name
-    wrapper.__doc__ = (
-        f"x with `updates` combined ({op_name}) at gather positions `indices` "
-        "along `axes`; updates have shape indices.shape[:-1] + rest of x. "
-        "mode 'drop' ignores out-of-bounds updates, 'clip' clamps them."
-    )
+    wrapper.__doc__ = (f"x with `updates` combined ({op_name}) at gather positions `indices` "
+                       "along `axes`; updates have shape indices.shape[:-1] + rest of x. "
+                       "mode 'drop' ignores out-of-bounds updates, 'clip' clamps them.")
     return wrapper
 
 
@@ -464,9 +456,8 @@ def _scatter_add_jvp(primals, tangents, **params):
 
 @scatter_add_p.def_transpose  # the adjoint of scatter-add is gather
 def _scatter_add_transpose(ct, x, idx, u, *, axes, mode):
-    ct_u = gather_p.bind(
-        ct, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else 0
-    )
+    ct_u = gather_p.bind(ct, idx, axes=axes, mode=_GATHER_FOR[mode],
+                         fill_value=None if mode == "clip" else 0)
     return [ct, None, ct_u]
 
 
@@ -492,15 +483,10 @@ def _scatter_vjp(ct, out, x, idx, u, *, axes, mode):
     # only the update that won each position receives its cotangent
     ids = reshape(iota(dtypes.int32, (ua.size,)), ua.shape)
     owner = scatter_p.bind(full(aval_of(x).shape, -1, dtypes.int32), idx, ids, axes=axes, mode=mode)
-    won = ew.eq(
-        gather_p.bind(
-            owner, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else -2
-        ),
-        ids,
-    )
-    g = gather_p.bind(
-        ct, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else 0
-    )
+    won = ew.eq(gather_p.bind(owner, idx, axes=axes, mode=_GATHER_FOR[mode],
+                              fill_value=None if mode == "clip" else -2), ids)
+    g = gather_p.bind(ct, idx, axes=axes, mode=_GATHER_FOR[mode],
+                      fill_value=None if mode == "clip" else 0)
     return [ct_x, None, ew.select(won, g, ew.zeros_like(g))]
 
 
@@ -511,9 +497,8 @@ scatter_mul = _scatter_wrapper(scatter_mul_p, "scatter_mul")
 
 
 def _gather_like(v, idx, axes, mode):
-    return gather_p.bind(
-        v, idx, axes=axes, mode=_GATHER_FOR[mode], fill_value=None if mode == "clip" else 0
-    )
+    return gather_p.bind(v, idx, axes=axes, mode=_GATHER_FOR[mode],
+                         fill_value=None if mode == "clip" else 0)
 
 
 @scatter_mul_p.def_jvp  # d(x * prod u) = dx * prod u + x du (unique)
@@ -540,17 +525,11 @@ def _scatter_mul_vjp(ct, out, x, idx, u, *, axes, mode):
 def _minmax_weights(x, idx, u, out, axes, mode):
     dt = aval_of(out).dtype
     x_hit = ew.convert_element_type(ew.eq(x, out), dt)
-    back = gather_p.bind(
-        out,
-        idx,
-        axes=axes,
-        mode=_GATHER_FOR[mode],
-        fill_value=None if mode == "clip" else float("nan"),
-    )
+    back = gather_p.bind(out, idx, axes=axes, mode=_GATHER_FOR[mode],
+                         fill_value=None if mode == "clip" else float("nan"))
     u_hit = ew.convert_element_type(ew.eq(u, back), dt)
-    count = ew.add(
-        x_hit, scatter_add_p.bind(ew.zeros_like(x_hit), idx, u_hit, axes=axes, mode=mode)
-    )
+    count = ew.add(x_hit, scatter_add_p.bind(ew.zeros_like(x_hit), idx, u_hit, axes=axes,
+                                             mode=mode))
     return x_hit, u_hit, ew.max(count, 1.0)
 
 

@@ -226,16 +226,14 @@ def fori_loop(lower, upper, body_fun, init_val):
             i, x = carry
             return (i + 1, body_fun(i, x)), None
 
-        (_, out), _ = scan(
-            step, (shape_ops.full((), lo, dt), init_val), None, length=max(hi - lo, 0)
-        )
+        (_, out), _ = scan(step, (shape_ops.full((), lo, dt), init_val), None,
+                           length=max(hi - lo, 0))
         return out
     dt = _index_dtype(lower, upper)
     lo = elementwise_ops.convert_element_type(operand(lower, "fori_loop"), dt)
     hi = elementwise_ops.convert_element_type(operand(upper, "fori_loop"), dt)
-    _, out = while_loop(
-        lambda c: c[0] < hi, lambda c: (c[0] + 1, body_fun(c[0], c[1])), (lo, init_val)
-    )
+    _, out = while_loop(lambda c: c[0] < hi, lambda c: (c[0] + 1, body_fun(c[0], c[1])),
+                        (lo, init_val))
     return out
 
 

@@ -633,9 +633,8 @@ def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask
     return [cast_like(grads[i], q) for i in wrt]
 
 
-dot_product_attention_p = composite(
-    "dot_product_attention", _attn_body, impl=_attn_impl, bwd_impl=_attn_bwd_impl
-)
+dot_product_attention_p = composite("dot_product_attention", _attn_body, impl=_attn_impl,
+                                    bwd_impl=_attn_bwd_impl)
 dot_product_attention_p.format_params = dot_ops.hide_default_precision
 dot_product_attention_p.bwd.format_params = dot_ops.hide_default_precision
 
@@ -670,10 +669,8 @@ def dot_product_attention(
         or q.shape[3] != k.shape[3]
         or tuple(k.shape[:3]) != tuple(v.shape[:3])
     ):
-        raise ValueError(
-            f"{op}: want q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv]; got "
-            f"{short(q)}, {short(k)}, {short(v)}"
-        )
+        raise ValueError(f"{op}: want q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv]; got "
+                         f"{short(q)}, {short(k)}, {short(v)}")
     shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
     args = [q, k, v]
     if mask is not None:

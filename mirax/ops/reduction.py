@@ -94,8 +94,7 @@ def _minmax(name, np_fn):
     def vjp(ct, out, x, *, axes):
         shape = aval_of(x).shape
         hit = elementwise_ops.convert_element_type(
-            elementwise_ops.eq(x, _expand_back(out, shape, axes)), aval_of(x).dtype
-        )
+            elementwise_ops.eq(x, _expand_back(out, shape, axes)), aval_of(x).dtype)
         count = reduce_sum(hit, axes)
         return [elementwise_ops.mul(hit, _expand_back(elementwise_ops.div(ct, count), shape, axes))]
 
@@ -106,11 +105,9 @@ def _minmax(name, np_fn):
         if t is None:
             return out, None
         hit = elementwise_ops.convert_element_type(
-            elementwise_ops.eq(x, _expand_back(out, aval_of(x).shape, axes)), aval_of(x).dtype
-        )
-        return out, elementwise_ops.div(
-            reduce_sum(elementwise_ops.mul(t, hit), axes), reduce_sum(hit, axes)
-        )
+            elementwise_ops.eq(x, _expand_back(out, aval_of(x).shape, axes)), aval_of(x).dtype)
+        return out, elementwise_ops.div(reduce_sum(elementwise_ops.mul(t, hit), axes),
+                                        reduce_sum(hit, axes))
 
     p.def_vmap(_reduction_vmap(p))
     return p
@@ -179,15 +176,10 @@ def _prod_others(x, axes):
     ax = len(lead)
     one = shape_ops.full(lead + (1,), 1, aval_of(x).dtype)
     before = shape_ops.concatenate(
-        [one, shape_ops.slice_in_dim(cumulative_ops.cumprod(flat, ax), 0, n - 1, axis=ax)], ax
-    )
+        [one, shape_ops.slice_in_dim(cumulative_ops.cumprod(flat, ax), 0, n - 1, axis=ax)], ax)
     after = shape_ops.concatenate(
-        [
-            shape_ops.slice_in_dim(cumulative_ops.cumprod(flat, ax, reverse=True), 1, n, axis=ax),
-            one,
-        ],
-        ax,
-    )
+        [shape_ops.slice_in_dim(cumulative_ops.cumprod(flat, ax, reverse=True), 1, n, axis=ax),
+         one], ax)
     others = shape_ops.reshape(elementwise_ops.mul(before, after), tuple(xt.shape))
     return shape_ops.transpose(others, tuple(np.argsort(perm)))
 
@@ -223,17 +215,11 @@ argmin_p = _arg("argmin", np.argmin)
 
 def argmax(x, axis, index_dtype=dtypes.int32):
     x = operand(x, "argmax")
-    return argmax_p.bind(
-        x,
-        axis=normalize_axis(axis, x.ndim, "argmax", x),
-        index_dtype=dtypes.canonicalize(index_dtype),
-    )
+    return argmax_p.bind(x, axis=normalize_axis(axis, x.ndim, "argmax", x),
+                         index_dtype=dtypes.canonicalize(index_dtype))
 
 
 def argmin(x, axis, index_dtype=dtypes.int32):
     x = operand(x, "argmin")
-    return argmin_p.bind(
-        x,
-        axis=normalize_axis(axis, x.ndim, "argmin", x),
-        index_dtype=dtypes.canonicalize(index_dtype),
-    )
+    return argmin_p.bind(x, axis=normalize_axis(axis, x.ndim, "argmin", x),
+                         index_dtype=dtypes.canonicalize(index_dtype))

@@ -91,11 +91,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoint=None
 
 
 def _split_scan(args, num_consts, num_carry):
-    return (
-        list(args[:num_consts]),
-        list(args[num_consts : num_consts + num_carry]),
-        list(args[num_consts + num_carry :]),
-    )
+    return (list(args[:num_consts]), list(args[num_consts:num_consts + num_carry]),
+            list(args[num_consts + num_carry:]))
 
 
 @scan_p.def_abstract_eval
@@ -103,10 +100,8 @@ def _scan_abstract_eval(*avals, body, num_consts, num_carry, length, reverse, ch
     consts, carry, xs = _split_scan(avals, num_consts, num_carry)
     for x, b in zip(xs, body.in_avals[num_consts + num_carry :]):
         if tuple(x.shape) != (length,) + tuple(b.shape) or x.dtype != b.dtype:
-            raise TypeError(
-                f"scan: xs entry {short(x)} does not match length {length} and "
-                f"the body's input {short(b)}"
-            )
+            raise TypeError(f"scan: xs entry {short(x)} does not match length {length} and "
+                            f"the body's input {short(b)}")
     outs = body.out_avals
     for k, (a, b) in enumerate(zip(carry, outs[:num_carry])):
         if not same_aval(a, b):
@@ -146,35 +141,16 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
         knz = new
     ynz = onz[nk:]
     nx, nkt, nyt = len(xs), sum(knz), sum(ynz)
-    jg = permute(
-        jg,
-        inputs=interleave([nc, nk, nx], [sum(cnz), nkt, sum(xnz)]),
-        outputs=interleave([nk, ny], [nkt, nyt]),
-    )
+    jg = permute(jg, inputs=interleave([nc, nk, nx], [sum(cnz), nkt, sum(xnz)]),
+                 outputs=interleave([nk, ny], [nkt, nyt]))
     kts = [instantiate(t, x) for t, x, z in zip(kt, init, knz) if z]
-    res = scan_p.bind(
-        *consts,
-        *[t for t in ct_ if t is not None],
-        *init,
-        *kts,
-        *xs,
-        *[t for t in xt if t is not None],
-        body=jg,
-        num_consts=nc + sum(cnz),
-        num_carry=nk + nkt,
-        length=length,
-        reverse=reverse,
-        checkpoint=checkpoint,
-    )
-    k_out, k_t, y_out, y_t = (
-        res[:nk],
-        iter(res[nk : nk + nkt]),
-        res[nk + nkt : nk + nkt + ny],
-        iter(res[nk + nkt + ny :]),
-    )
-    return k_out + y_out, (
-        [next(k_t) if z else None for z in knz] + [next(y_t) if z else None for z in ynz]
-    )
+    res = scan_p.bind(*consts, *[t for t in ct_ if t is not None], *init, *kts, *xs,
+                      *[t for t in xt if t is not None], body=jg, num_consts=nc + sum(cnz),
+                      num_carry=nk + nkt, length=length, reverse=reverse, checkpoint=checkpoint)
+    k_out, k_t, y_out, y_t = (res[:nk], iter(res[nk:nk + nkt]), res[nk + nkt:nk + nkt + ny],
+                              iter(res[nk + nkt + ny:]))
+    return k_out + y_out, ([next(k_t) if z else None for z in knz] +
+                           [next(y_t) if z else None for z in ynz])
 
 
 @scan_p.def_vmap
@@ -195,17 +171,8 @@ def _scan_vmap(args, dims, *, body, num_consts, num_carry, length, reverse, chec
             break
         kb = new
     init, _ = to_front(init, kd, size, force=kb)
-    outs = scan_p.bind(
-        *consts,
-        *init,
-        *xs,
-        body=bg,
-        num_consts=nc,
-        num_carry=nk,
-        length=length,
-        reverse=reverse,
-        checkpoint=checkpoint,
-    )
+    outs = scan_p.bind(*consts, *init, *xs, body=bg, num_consts=nc, num_carry=nk, length=length,
+                       reverse=reverse, checkpoint=checkpoint)
     return outs, list(kdims) + [None if d is None else 1 for d in od[nk:]]
 
 
@@ -227,15 +194,9 @@ def _scan_vjp(cts, outs, *primals, body, num_consts, num_carry, length, reverse,
 
 def _stack_graph(body: Graph, nc: int, nk: int) -> Graph:
     """(consts, c, x) -> (c', c): a scan of it stacks the carry before every step."""
-    return cached(
-        body,
-        ("cf_stack",),
-        lambda: rule_graph(
-            lambda *a: eval_graph(body, *a)[:nk] + list(a[nc : nc + nk]),
-            body.in_avals,
-            "save_carries",
-        ),
-    )
+    return cached(body, ("cf_stack",), lambda: rule_graph(
+        lambda *a: eval_graph(body, *a)[:nk] + list(a[nc:nc + nk]), body.in_avals,
+        "save_carries"))
 
 
 def _pick(xs, mask):
@@ -251,12 +212,8 @@ def _spread(vals, mask):
 
 def _float_masks(body: Graph, nk: int, consts, init, xs):
     """Which consts, carries, xs and ys of a scan are float (get cotangents)."""
-    return (
-        [is_float(c) for c in consts],
-        [is_float(c) for c in init],
-        [is_float(x) for x in xs],
-        [dtypes.is_inexact(a.dtype) for a in body.out_avals[nk:]],
-    )
+    return ([is_float(c) for c in consts], [is_float(c) for c in init],
+            [is_float(x) for x in xs], [dtypes.is_inexact(a.dtype) for a in body.out_avals[nk:]])
 
 
 def _bwd_avals(body: Graph, nc: int, nk: int, masks, seg=None):
@@ -267,14 +224,8 @@ def _bwd_avals(body: Graph, nc: int, nk: int, masks, seg=None):
     xs = list(ins[nc + nk :])
     if seg is not None:
         xs, ys = [batched_aval(a, seg) for a in xs], [batched_aval(a, seg) for a in ys]
-    return (
-        list(ins[:nc])
-        + _pick(ins[:nc], dc)
-        + _pick(ins[nc : nc + nk], dk)
-        + list(ins[nc : nc + nk])
-        + xs
-        + ys
-    )
+    return (list(ins[:nc]) + _pick(ins[:nc], dc) + _pick(ins[nc:nc + nk], dk) +
+            list(ins[nc:nc + nk]) + xs + ys)
 
 
 def _split_bwd_args(args, nc, nk, masks):
@@ -311,41 +262,22 @@ def _bwd_graph(body: Graph, nc: int, nk: int) -> Graph:
         acc = [elementwise_ops.add(s, g) for s, g in zip(acc, _pick(g_c, dc))]
         return acc + _pick(g_k, dk) + _pick(g_x, dx)
 
-    return cached(
-        body,
-        ("cf_bwd",),
-        lambda: rule_graph(fn, _bwd_avals(body, nc, nk, masks), f"bwd_{body.name}"),
-    )
+    return cached(body, ("cf_bwd",),
+                  lambda: rule_graph(fn, _bwd_avals(body, nc, nk, masks), f"bwd_{body.name}"))
 
 
 def _scan_bwd(body, nc, nk, consts, init, xs, ct_k, ct_y, length, reverse):
     """Cotangents (consts, init, xs) of a scan: save carries, then a reverse scan that
     recomputes each step's vjp. Entries of non-float inputs are None."""
     params = dict(num_consts=nc, length=length, checkpoint=None)
-    saved = scan_p.bind(
-        *consts,
-        *init,
-        *xs,
-        body=_stack_graph(body, nc, nk),
-        num_carry=nk,
-        reverse=reverse,
-        **params,
-    )[nk:]
+    saved = scan_p.bind(*consts, *init, *xs, body=_stack_graph(body, nc, nk), num_carry=nk,
+                        reverse=reverse, **params)[nk:]
     dc, dk, dx, dy = _float_masks(body, nk, consts, init, xs)
     acc0 = [instantiate(None, c) for c in _pick(consts, dc)]
     ck = _pick(ct_k, dk)
-    res = scan_p.bind(
-        *consts,
-        *acc0,
-        *ck,
-        *saved,
-        *xs,
-        *_pick(ct_y, dy),
-        body=_bwd_graph(body, nc, nk),
-        num_carry=len(acc0) + len(ck),
-        reverse=not reverse,
-        **params,
-    )
+    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs, *_pick(ct_y, dy),
+                      body=_bwd_graph(body, nc, nk), num_carry=len(acc0) + len(ck),
+                      reverse=not reverse, **params)
     na, nck = len(acc0), len(ck)
     return (_spread(res[:na], dc), _spread(res[na : na + nck], dk), _spread(res[na + nck :], dx))
 
@@ -358,9 +290,8 @@ def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
 
     def split(v):
         a = aval_of(v)
-        head = shape_ops.reshape(
-            shape_ops.slice_in_dim(v, 0, main), (nseg, seg) + tuple(a.shape[1:])
-        )
+        head = shape_ops.reshape(shape_ops.slice_in_dim(v, 0, main),
+                                 (nseg, seg) + tuple(a.shape[1:]))
         return head, (shape_ops.slice_in_dim(v, main, length) if tail else None)
 
     xs_m, xs_t = zip(*[split(x) for x in xs]) if xs else ((), ())
@@ -371,27 +302,11 @@ def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
     def seg_fwd(*a):  # (consts, c, xseg) -> (c_end, c)
         return scan_p.bind(*a, body=body, **sub)[:nk] + list(a[nc : nc + nk])
 
-    fg = cached(
-        body,
-        ("cf_sqrt_fwd", seg),
-        lambda: rule_graph(
-            seg_fwd,
-            list(body.in_avals[: nc + nk])
-            + [batched_aval(a, seg) for a in body.in_avals[nc + nk :]],
-            "save_segments",
-        ),
-    )
-    res = scan_p.bind(
-        *consts,
-        *init,
-        *xs_m,
-        body=fg,
-        num_consts=nc,
-        num_carry=nk,
-        length=nseg,
-        reverse=False,
-        checkpoint=None,
-    )
+    fg = cached(body, ("cf_sqrt_fwd", seg), lambda: rule_graph(
+        seg_fwd, list(body.in_avals[:nc + nk]) +
+        [batched_aval(a, seg) for a in body.in_avals[nc + nk:]], "save_segments"))
+    res = scan_p.bind(*consts, *init, *xs_m, body=fg, num_consts=nc, num_carry=nk, length=nseg,
+                      reverse=False, checkpoint=None)
     c_main, saved = res[:nk], res[nk:]
     if tail:
         g_c, ct_k, g_xt = _scan_bwd(body, nc, nk, consts, c_main, xs_t, ct_k, ct_t, tail, False)
@@ -404,27 +319,12 @@ def _scan_bwd_sqrt(body, nc, nk, consts, init, xs, ct_k, ct_y, length):
         acc = [elementwise_ops.add(s, g) for s, g in zip(acc, [g for g in gc if g is not None])]
         return acc + [g for g in gk if g is not None] + [g for g in gx if g is not None]
 
-    bg = cached(
-        body,
-        ("cf_sqrt_bwd", seg),
-        lambda: rule_graph(seg_bwd, _bwd_avals(body, nc, nk, masks, seg), "bwd_segments"),
-    )
+    bg = cached(body, ("cf_sqrt_bwd", seg),
+                lambda: rule_graph(seg_bwd, _bwd_avals(body, nc, nk, masks, seg), "bwd_segments"))
     acc0 = [instantiate(None, c) for c in _pick(consts, dc)]
     ck = _pick(ct_k, dk)
-    res = scan_p.bind(
-        *consts,
-        *acc0,
-        *ck,
-        *saved,
-        *xs_m,
-        *_pick(ct_m, dy),
-        body=bg,
-        num_consts=nc,
-        num_carry=len(acc0) + len(ck),
-        length=nseg,
-        reverse=True,
-        checkpoint=None,
-    )
+    res = scan_p.bind(*consts, *acc0, *ck, *saved, *xs_m, *_pick(ct_m, dy), body=bg, num_consts=nc,
+                      num_carry=len(acc0) + len(ck), length=nseg, reverse=True, checkpoint=None)
     acc = res[: len(acc0)]
     rk = iter(res[len(acc0) : len(acc0) + len(ck)])
     rx = iter(res[len(acc0) + len(ck) :])

@@ -329,11 +329,8 @@ def _pad_vmap(args, dims, *, padding_config):
         return pad(_move_to_front(x, dx), v, config), 0
     # a padding value per batch member: pad with zeros, then fill the padded positions
     size = aval_of(v).shape[dv]
-    xb = (
-        _move_to_front(x, dx)
-        if dx is not None
-        else broadcast_to(x, (size,) + tuple(aval_of(x).shape))
-    )
+    xb = _move_to_front(x, dx) if dx is not None else broadcast_to(
+        x, (size,) + tuple(aval_of(x).shape))
     kept = pad(full(xb.shape, True), False, config)  # True where x lands
     out = pad(xb, 0, config)
     vb = broadcast_in_dim(_move_to_front(v, dv), out.shape, (0,))
@@ -353,12 +350,8 @@ def rev(x, dimensions):
 rev_p.def_abstract_eval(lambda x, *, dimensions: ShapedArray(x.shape, x.dtype))
 rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions))
 rev_p.def_transpose(lambda ct, x, *, dimensions: [rev(ct, dimensions)])
-rev_p.def_vmap(
-    lambda args, dims, *, dimensions: (
-        rev(_move_to_front(args[0], dims[0]), tuple(d + 1 for d in dimensions)),
-        0,
-    )
-)
+rev_p.def_vmap(lambda args, dims, *, dimensions: (
+    rev(_move_to_front(args[0], dims[0]), tuple(d + 1 for d in dimensions)), 0))
 
 
 # --- slice --------------------------------------------------------------------------------
@@ -372,10 +365,8 @@ def slice(x, start_indices, limit_indices, strides=None):  # noqa: A001 (lax.sli
     if not (len(start) == len(limit) == len(strides) == x.ndim) or any(
         not 0 <= s <= e <= n or st < 1 for s, e, n, st in zip(start, limit, x.shape, strides)
     ):
-        raise ValueError(
-            f"slice: start {list(start)}, limit {list(limit)}, strides "
-            f"{list(strides)} do not fit {short(x)}"
-        )
+        raise ValueError(f"slice: start {list(start)}, limit {list(limit)}, strides "
+                         f"{list(strides)} do not fit {short(x)}")
     if start == (0,) * x.ndim and limit == tuple(x.shape) and strides == (1,) * x.ndim:
         return x
     return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
@@ -393,26 +384,18 @@ def _slice_shape(start, limit, strides):
     return tuple(-(-(e - s) // st) for s, e, st in zip(start, limit, strides))
 
 
-slice_p.def_abstract_eval(
-    lambda x, *, start_indices, limit_indices, strides: ShapedArray(
-        _slice_shape(start_indices, limit_indices, strides), x.dtype
-    )
-)
-slice_p.def_impl(
-    lambda x, *, start_indices, limit_indices, strides: x[
-        tuple(builtins.slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))
-    ]
-)
+slice_p.def_abstract_eval(lambda x, *, start_indices, limit_indices, strides: ShapedArray(
+    _slice_shape(start_indices, limit_indices, strides), x.dtype))
+slice_p.def_impl(lambda x, *, start_indices, limit_indices, strides: x[tuple(
+    builtins.slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))])
 
 
 @slice_p.def_transpose
 def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
     shape = aval_of(x).shape
     out = _slice_shape(start_indices, limit_indices, strides)
-    config = tuple(
-        (s, n - (s + (o - 1) * st + 1) if o else n - s, st - 1)
-        for s, n, o, st in zip(start_indices, shape, out, strides)
-    )
+    config = tuple((s, n - (s + (o - 1) * st + 1) if o else n - s, st - 1) for s, n, o,
+                   st in zip(start_indices, shape, out, strides))
     return [pad(ct, 0, config)]
 
 
@@ -438,9 +421,8 @@ iota_p.def_abstract_eval(lambda *, dtype, shape, dimension: ShapedArray(shape, d
 @iota_p.def_impl
 def _iota_impl(*, dtype, shape, dimension):
     r = np.arange(shape[dimension], dtype=dtype)
-    return np.broadcast_to(
-        r.reshape([-1 if i == dimension else 1 for i in range(len(shape))]), shape
-    )
+    return np.broadcast_to(r.reshape([-1 if i == dimension else 1 for i in range(len(shape))]),
+                           shape)
 
 
 iota_p.def_jvp(lambda primals, tangents, **p: (iota_p.bind(**p), None))
