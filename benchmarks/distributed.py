@@ -94,6 +94,7 @@ def worker_nccl(quick: bool):
     devs = mx.local_devices("cuda")[:1]
     pm = mx.pmap(lambda a: mx.lax.psum(a, "i"), axis_name="i", devices=devs)
     raw = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
+    tnccl = _torch_nccl()
     for nbytes in SIZES[:5] if quick else SIZES:
         x = cp.ones(nbytes // 4, cp.float32)
         out = cp.empty_like(x)
@@ -109,11 +110,33 @@ def worker_nccl(quick: bool):
                 x.data.ptr, out.data.ptr, x.size, nccl.NCCL_FLOAT32, nccl.NCCL_SUM,
                 cp.cuda.get_current_stream().ptr)),
             "mirax pmap psum (host in/out)": sync(lambda: pm(host)),
+            "mirax pmap psum (on device)": sync(lambda: pm(dev_in)),
         }
+        dev_in = mx.device_put(host, devs[0])
+        if tnccl is not None:
+            tx = tnccl[1](x)
+            cases["torch nccl all_reduce"] = sync(lambda: tnccl[0](tx))
         for name, fn in cases.items():
             t = _median_time(fn, max(3, min(100, (1 << 22) // nbytes)))
             print(json.dumps({"kind": "allreduce", "impl": name, "bytes": nbytes,
                               "seconds": t, "procs": 1}), flush=True)
+
+
+def _torch_nccl():
+    """torch.distributed's NCCL all-reduce at world size 1 (None without torch)."""
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        return None
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29518")
+    dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda", 0))
+
+    def run(t):
+        dist.all_reduce(t)
+        torch.cuda.synchronize()
+    return run, (lambda x: torch.as_tensor(x, device="cuda"))
 
 
 def worker_charlm(quick: bool, batch: int):

@@ -31,7 +31,8 @@ between device synchronizations; the figure is the median batch time / inner. Re
 are ratios mirax / peer (>1: mirax faster). Peers that fail are reported, not fatal.
 
     PYTHONPATH=. python benchmarks/gpu.py [--quick] [--no-compile] [--json out.json]
-        [--only gelu,softmax,layer_norm,matmul,matmul_f32,mlp,mlp_small,transformer]
+        [--only gelu,softmax,layer_norm,matmul,matmul_f32,mlp,mlp_small,attention,
+                attention_long,transformer]
         [--update old.json]
         [--profile]
 """
@@ -296,6 +297,12 @@ def main():
         for dtype in ("float32", "bfloat16"):
             attention_case(results, checks, peers, mx, csync, rng, dtype, quick=args.quick)
             save()
+    if not only or "attention_long" in only:   # long sequences, head dim 128
+        for dtype in ("float32", "bfloat16"):
+            for T, Dh in ((4096, 64), (8192, 64), (4096, 128)):
+                attention_case(results, checks, peers, mx, csync, rng, dtype,
+                               quick=args.quick, T=T, Dh=Dh)
+                save()
     if not only or "transformer" in only:
         for dtype in ("float32", "bfloat16"):
             transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype,
@@ -598,14 +605,19 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
 
 
 # --- attention alone ------------------------------------------------------------------------------
-def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
-    """Causal attention forward + backward, q, k, v [8, 1024, 16, 64]: mirax's kernels
+def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False, T=1024,
+                   Dh=64):
+    """Causal attention forward + backward, q, k, v [B, T, H, Dh] (default [8, 1024, 16, 64];
+    longer sequences keep B * T = 8192 tokens, head dim 128 halves the heads): mirax's kernels
     (jit of value_and_grad; as the rule picks them, and each path forced) against torch's
     F.scaled_dot_product_attention (flash / memory-efficient kernels) and JAX's
     jax.nn.dot_product_attention. The loss sum(o * w) around it is part of every row; the
     "mirax jit vjp (no loss)" row pulls w back through attention alone."""
     torch, jax = peers.torch, peers.jax
-    B, T, H, Dh = (2, 256, 4, 64) if quick else (8, 1024, 16, 64)
+    name = f"attention_{dtype}" + ("" if (T, Dh) == (1024, 64) else f"_T{T}_d{Dh}")
+    B, H = max(1, 8192 // T), 1024 // Dh
+    if quick:
+        B, T, H = 2, T // 4, 4
     qkv = [rng.standard_normal((B, T, H, Dh), dtype=np.float32) for _ in range(3)]
     w_h = rng.standard_normal((B, T, H, Dh), dtype=np.float32)
     mq = [mx.device_put(a, "cuda").astype(dtype) for a in qkv]
@@ -662,12 +674,12 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
         try:
             tg = tstep()
             _, mg = mf(*mq)
-            checks[f"attention_{dtype}_grad_rel"] = max(
+            checks[f"{name}_grad_rel"] = max(
                 float(np.max(np.abs(np.asarray(m.astype("float32"))
                                     - t.transpose(1, 2).float().cpu().numpy())))
                 / float(t.float().abs().max()) for m, t in zip(mg, tg))
         except Exception as e:  # noqa: BLE001
-            checks[f"attention_{dtype}"] = repr(e)[:300]
+            checks[name] = repr(e)[:300]
     if jax:
         jnp = jax.numpy
         jq = [jnp.asarray(a, getattr(jnp, dtype)) for a in qkv]
@@ -679,8 +691,7 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False):
         jf = jax.jit(jax.value_and_grad(jloss, argnums=(0, 1, 2)))
         impls["jax jit"] = lambda: peers.jax_case(lambda *a: jf(*a)[0], *jq)
     flops = 3.5 * 2.0 * B * H * T * T * Dh  # causal: forward 2BHT^2D, backward 2.5x
-    run_case(results, f"attention_{dtype}", "TFLOP/s", flops, impls, warmup=2, reps=5,
-             inner=5)
+    run_case(results, name, "TFLOP/s", flops, impls, warmup=2, reps=5, inner=5)
 
 
 # --- transformer block ----------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 in one run.
 
     python benchmarks/suite.py [--rounds 5] [--only W1,W4] [--torch-compile] [--no-eager]
-                               [--threads N]
+                               [--threads N] [--profile]
 
+--profile times nothing: it prints each mirax jit case's top plan nodes (mx.profiler).
 --threads N runs every framework on N cores (0: all the process may use; default 1: one
 thread on one pinned core): the process is pinned to N cores and the thread pools of
 mirax (cpu_threads), BLAS, XLA and PyTorch are sized to them.
@@ -692,6 +693,9 @@ def run(args):
         print(f"{wid}: {title}", flush=True)
         cases = build(args)
         check(cases, wid)
+        if args.profile:
+            profile(cases, wid)
+            continue
         times = interleave(cases, rounds=args.rounds, number=1, warmup=2)
         for name, t in times.items():
             prefix = name.split(": ")[0] + ": " if ": " in name else ""
@@ -720,6 +724,23 @@ def run(args):
             print(f"  {name + ' (first call)':<24} {1e3 * t:10.1f} ms" +
                   (f"   {t / ref:6.2f}x JAX jit" if ref else ""), flush=True)
     return results
+
+
+def profile(cases, wid, calls: int = 5):
+    """The mirax jit cases of one workload under mx.profiler after warm-up: the top plan
+    nodes by time over `calls` calls, and how much of the wall time the nodes cover."""
+    for name, fn in cases.items():
+        if "mirax jit" not in name:
+            continue
+        fn(), fn()
+        t0 = time.perf_counter()
+        with mx.profiler.trace():
+            for _ in range(calls):
+                fn()
+        wall = (time.perf_counter() - t0) / calls
+        print(f"  {name}: {1e3 * wall:.3f} ms a call under the profiler; top nodes over "
+              f"{calls} calls:")
+        mx.profiler.summary(top=12)
 
 
 def w8(args):
@@ -834,13 +855,16 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1,
                     help="cores for every framework (0: all; read before the imports)")
     ap.add_argument("--scaling", action="store_true", help="only rebuild scaling.md")
+    ap.add_argument("--profile", action="store_true",
+                    help="time nothing: print the mirax jit cases' top plan nodes")
     args = ap.parse_args(argv)
     if args.scaling:
         write_scaling(HERE / "results")
         return
     t0 = time.perf_counter()
     results = run(args)
-    save(results, args)
+    if not args.profile:
+        save(results, args)
     print(f"total {time.perf_counter() - t0:.0f} s")
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mirax as mx
-from mirax.core import config
+from mirax.core import comm, config
 from mirax.distributed import engines
 from mirax.sharding import Mesh, NamedSharding, P
 
@@ -181,7 +181,7 @@ def _members(n, fn):
             fn(engines.ThreadComm(group, k), k)
         except Exception as e:   # as the SPMD runner does
             errs[k] = e
-            if not isinstance(e, engines.MismatchError):
+            if not isinstance(e, comm.MismatchError):
                 group.abort(f"member {k}: {e}")
     ts = [threading.Thread(target=run, args=(k,)) for k in range(n)]
     for t in ts:
@@ -204,7 +204,7 @@ def test_a_failing_member_fails_the_others():
             raise RuntimeError("boom")
         c.allreduce(np.ones(3), "sum", "psum")
     errs = _members(2, fn)
-    assert isinstance(errs[0], engines.CollectiveError) and "boom" in str(errs[0])
+    assert isinstance(errs[0], comm.CollectiveError) and "boom" in str(errs[0])
 
 
 def test_a_missing_member_times_out():

@@ -82,6 +82,13 @@ class Backend:
         """A new buffer of this backend, contents undefined."""
         raise NotImplementedError
 
+    def group_comm(self, device: Device, host, key):
+        """The collective engine (core/comm.py's Comm) for `device`'s member of a group,
+        or None when the group's host engine `host` (threads, MPI on host buffers) serves
+        it. A backend with its own engine makes it here, bootstrapped over `host`, once
+        per `key` (the group and this member)."""
+        return None
+
     def impl(self, prim) -> Callable:
         """The function that runs `prim` on this backend's buffers."""
         native = self.impls.get(prim.name)

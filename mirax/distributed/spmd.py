@@ -8,7 +8,8 @@ numbered row-major (its global index). The group of a collective over names N, s
 member c, is the members that agree with c on every axis not in N, ranked row-major over N
 in the order given. Engines: threads when the group lies in this process; MPI when it is
 one member per process spanning the world; otherwise threads to one member per process and
-MPI between processes. CUDA members use NCCL (the unique id travels over the CPU engine).
+MPI between processes. A device whose backend has its own engine uses that one
+(`Backend.group_comm`: NCCL for CUDA members, bootstrapped over the host engine).
 
 Registered into core/axes.py (`set_runner`) when mirax.distributed is imported; pmap and
 shard_map (transforms/) call it.
@@ -18,9 +19,8 @@ from __future__ import annotations
 import math
 import threading
 
-from mirax.core import axes, config, runtime
+from mirax.core import axes, comm, config
 from mirax.core.axes import AxisFrame, bind_axis
-from mirax.core.primitive import registry
 from mirax.distributed import engines, process
 
 
@@ -83,9 +83,11 @@ class _Run:
             wl = self._thread_group(("world",), len(self.local), "this process's members")
             cpu = engines.WorldComm(wl, k, process.group.comm, members, self.global_of, what)
         dev = self.devices[k] if self.devices else None
-        if dev is not None and getattr(dev, "platform", "cpu") == "cuda":
-            return _nccl(cpu, members, dev)
-        return cpu
+        if dev is None:
+            return cpu
+        own = dev.backend.group_comm(
+            dev, cpu, (tuple(members), dev.id, process.group.rank))
+        return cpu if own is None else own
 
     def abort(self, why):
         for g in self.thread_groups:
@@ -106,39 +108,6 @@ class _Member:
         return c
 
 
-_nccl_comms: dict = {}
-_nccl_lock = threading.Lock()
-
-
-def _nccl(cpu, members, dev):
-    """An NCCL communicator for the group (made once per group of devices): rank 0 makes
-    the unique id, the CPU engine hands it to the others."""
-    key = (tuple(members), dev.id, process.group.rank)
-    with _nccl_lock:
-        comm = _nccl_comms.get(key)
-    if comm is None:
-        uid = engines.NcclComm.unique_id() if cpu.rank == 0 else None
-        uid = cpu.exchange(uid, "nccl init")[0]
-        import cupy   # optional dependency (the CUDA backend is loaded: CuPy is present)
-        with cupy.cuda.Device(dev.id):
-            comm = engines.NcclComm.create(cpu.rank, cpu.size, uid, cpu.what)
-        with _nccl_lock:
-            _nccl_comms[key] = comm
-    return comm
-
-
-_COLLECTIVES = ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute",
-                "all_to_all", "axis_index")
-
-
-def _claim_cuda():
-    """CUDA members: the collectives' impls take CuPy buffers (NCCL), not host copies."""
-    be = runtime.backend("cuda")
-    if be is not None:
-        for name in _COLLECTIVES:
-            be.impls.setdefault(name, registry[name].impl)
-
-
 def _processes(mesh) -> list:
     """The process of each member of the mesh, row-major."""
     if hasattr(mesh, "devices"):   # a Mesh: remote devices say their process
@@ -150,8 +119,6 @@ def _processes(mesh) -> list:
 def run_spmd(member_fn, member_args, mesh, local, devices=None):
     names, shape = tuple(mesh.axis_names), tuple(mesh.axis_sizes)
     run = _Run(names, shape, local, devices, _processes(mesh))
-    if devices and any(getattr(d, "platform", "cpu") == "cuda" for d in devices):
-        _claim_cuda()
     results: list = [None] * len(local)
     errors: list = [None] * len(local)
     knobs = config.thread_overrides()   # (the members see the caller's config.override)
@@ -164,7 +131,7 @@ def run_spmd(member_fn, member_args, mesh, local, devices=None):
                 results[k] = member_fn(k, *member_args[k])
         except BaseException as e:   # the others must not wait for this member forever
             errors[k] = e
-            if not isinstance(e, engines.MismatchError):   # (the others raise it too)
+            if not isinstance(e, comm.MismatchError):   # (the others raise it too)
                 run.abort(f"member {run.global_of[k]}: {type(e).__name__}: {e}")
 
     if len(local) == 1:
@@ -179,7 +146,7 @@ def run_spmd(member_fn, member_args, mesh, local, devices=None):
             t.join()
     failed = [e for e in errors if e is not None]
     if failed:   # the first member's own error, not the others' "a member failed"
-        raise next((e for e in failed if not isinstance(e, engines.CollectiveError)),
+        raise next((e for e in failed if not isinstance(e, comm.CollectiveError)),
                    failed[0])
     return results
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
-from mirax.backends.cuda import attention, graphs, library, runtime
+from mirax.backends.cuda import attention, graphs, library, nccl, runtime
 from mirax.core import config, profile_events
 from mirax.core import runtime as core_runtime
 from mirax.core.runtime import Backend, Device
@@ -58,6 +58,9 @@ class CudaBackend(Backend):
     fuses = True  # fusion nodes become one generated kernel each
     # this backend's own passes, run by the compiler's pipeline after `fuse`
     passes = (("regroup", runtime.regroup), ("merge_elementwise", runtime.merge))
+
+    def group_comm(self, device, host, key):
+        return nccl.group_comm(device, host, key)   # NCCL on CuPy buffers
 
     def decomposes(self, prim) -> bool:
         """The pipeline inlines a composite's body unless a kernel here runs it whole, or it
