@@ -1,6 +1,6 @@
 """Collectives and data-parallel training across processes.
 
-    python benchmarks/distributed.py [--procs 1,2] [--quick]
+    python benchmarks/distributed.py [--procs 1,2] [--quick] [--only allreduce|charlm]
 
 1. All-reduce bandwidth vs message size, float32, under `mpiexec -n 2` on the CPU: mirax's
    MPI engine (what a psum node runs), a pmap'd psum called from Python (the whole user
@@ -72,6 +72,9 @@ def worker_allreduce(quick: bool):
             if rank == 0:
                 print(json.dumps({"kind": "allreduce", "impl": name, "bytes": nbytes,
                                   "seconds": t, "procs": size}), flush=True)
+    if torch_ar is not None:   # (gloo's threads left running abort the exit)
+        import torch.distributed as dist
+        dist.destroy_process_group()
 
 
 def _torch_gloo(rank, size):
@@ -120,6 +123,9 @@ def worker_nccl(quick: bool):
             t = _median_time(fn, max(3, min(100, (1 << 22) // nbytes)))
             print(json.dumps({"kind": "allreduce", "impl": name, "bytes": nbytes,
                               "seconds": t, "procs": 1}), flush=True)
+    if tnccl is not None:
+        import torch.distributed as dist
+        dist.destroy_process_group()
 
 
 def _torch_nccl():
@@ -190,6 +196,7 @@ def main():
     ap.add_argument("--procs", default="1,2")
     ap.add_argument("--batch", type=int, default=16, help="charlm batch per process")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", choices=("allreduce", "charlm"), default=None)
     args = ap.parse_args()
     if args.worker == "allreduce":
         return worker_allreduce(args.quick)
@@ -198,6 +205,13 @@ def main():
     if args.worker == "charlm":
         return worker_charlm(args.quick, args.batch)
     q = ["--quick"] if args.quick else []
+    if args.only != "charlm":
+        allreduce_tables(q)
+    if args.only != "allreduce":
+        charlm_table(args, q)
+
+
+def allreduce_tables(q):
     rows = _launch(2, ["--worker", "allreduce"] + q)
     try:
         import cupy
@@ -214,6 +228,9 @@ def main():
             t = next((r["seconds"] for r in rows if r["impl"] == i and r["bytes"] == b), None)
             cells.append(f"{t * 1e6:9.1f}us {b / t / 1e9:7.2f}GB/s" if t else " " * 24)
         print(f"{b:>10}  " + "  ".join(f"{c:>24}" for c in cells))
+
+
+def charlm_table(args, q):
     print(f"\ndata-parallel charlm, batch {args.batch} per process")
     base = None
     for n in [int(p) for p in args.procs.split(",")]:

@@ -214,3 +214,34 @@ def test_a_missing_member_times_out():
                 c.allreduce(np.ones(3), "sum", "all_gather")
     errs = _members(2, fn)
     assert isinstance(errs[0], TimeoutError) and "all_gather" in str(errs[0])
+
+
+def test_a_collective_starts_early_and_the_plan_computes_while_it_travels():
+    """In a CPU plan the psum moves up to where its operand is ready (the hoist pass), runs
+    on the member's communication thread, and the plan waits for it only at its first use:
+    the independent chain runs in between. Values as vmap's."""
+    def f(a, b):
+        s = mx.lax.psum(a * 2.0, "i")
+        h = b
+        for _ in range(3):
+            h = mx.numpy.tanh(h @ b)
+        return h.sum() + s.sum()
+
+    rng = np.random.RandomState(0)
+    a = rng.randn(2, 1000).astype(np.float32)
+    b = (rng.randn(2, 64, 64) / 8).astype(np.float32)
+    with config.override(cpu_devices=2):
+        pf = mx.pmap(f, axis_name="i")
+        pf(a, b)
+        with mx.profiler.trace():
+            got = pf(a, b)
+        events = mx.profiler.events()
+    np.testing.assert_allclose(np.asarray(got), np.asarray(mx.vmap(f, axis_name="i")(a, b)),
+                               rtol=1e-5)
+    members = {e["tid"] for e in events if e["cat"] == "cpu"}
+    assert len(members) == 2
+    for tid in members:
+        names = [e["name"] for e in events if e["cat"] == "cpu" and e["tid"] == tid]
+        start, wait = names.index("psum (start)"), names.index("psum (wait)")
+        chain = [k for k, n in enumerate(names) if n in ("dot_general", "tanh")]
+        assert start < min(chain) and max(chain) < wait, names

@@ -11,7 +11,7 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.core import runtime
 cpu_backend = runtime.backend("cpu")
-from mirax.backends.cpu import blocked, loops, parallel, threads
+from mirax.backends.cpu import blocked, kernels, loops, parallel, threads
 from mirax.compiler import optimize
 from mirax.core import config
 
@@ -25,14 +25,6 @@ def _run(f, args, n, backend=cpu_backend):
     with config.override(cpu_threads=n):
         run = cpu_backend.compile(optimize(g, backend))
         return [np.asarray(o) for o in run(*args)]
-
-
-@pytest.fixture(autouse=True)
-def no_backoff(monkeypatch):
-    """Every call tries the workers (on this shared machine they are often late, which
-    would otherwise send calls to the caller alone: the same values, untested threads)."""
-    monkeypatch.setattr(threads, "BACKOFF", 0)
-    threads.pool.backoff = 0
 
 
 @pytest.fixture
@@ -260,14 +252,21 @@ def test_row_composites_split_over_rows(op, monkeypatch):
     np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-5)
 
 
-def test_backoff_runs_on_the_caller(monkeypatch):
-    import threading
-    me = threading.get_ident()
-    threads.pool.backoff = 2
-    with config.override(cpu_threads=3):
-        for left in (1, 0):
-            ids = threads.pool.map(lambda i: threading.get_ident(), 8)
-            assert set(ids) == {me} and threads.pool.backoff == left
+def test_numpy_chain_kernels_cap_their_threads(monkeypatch):
+    """Kernels whose parts are chains of NumPy calls run on at most CHAIN_THREADS threads
+    (past that the parts queue for the GIL); single-call parts (BLAS) use every thread."""
+    asked = []
+    real = threads.pool.map
+    monkeypatch.setattr(threads.pool, "map",
+                        lambda fn, n, t=None: asked.append(t) or real(fn, n, t))
+    x = RNG.standard_normal(1 << 20).astype(np.float32)
+    with config.override(cpu_threads=8):
+        got = kernels.NATIVE["gelu"](x, approximate=True)
+        parallel.matmul(RNG.standard_normal((512, 512)).astype(np.float32),
+                        RNG.standard_normal((512, 512)).astype(np.float32))
+    assert asked == [threads.CHAIN_THREADS, None]
+    np.testing.assert_allclose(got, 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3))),
+                               rtol=1e-6, atol=1e-6)
 
 
 def test_blocked_elementwise_parts_spread_evenly(knobs, splits):

@@ -8,6 +8,7 @@ import numpy as np
 
 from mirax.core import config
 from mirax.core.runtime import Backend, Device
+from mirax.backends.cpu import collectives
 from mirax.backends.cpu.kernels import impl_of
 from mirax.backends.cpu.blocked import accepts
 from mirax.backends.cpu.lower import lower, writes_into
@@ -17,6 +18,8 @@ class CpuBackend(Backend):
     platform = "cpu"
     fuses = True  # only groups that run faster cache-blocked (blocked.py, fuse_group)
     fuse_siblings = True  # independent chains over one shape share a blocked loop
+    # this backend's own passes, run by the compiler's pipeline after `fuse`
+    passes = (("hoist_collectives", collectives.hoist),)   # all-reduces overlap compute
 
     def __init__(self):
         super().__init__()

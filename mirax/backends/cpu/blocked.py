@@ -33,7 +33,7 @@ from mirax.backends.cpu import kernels
 from mirax.backends.cpu import lower
 from mirax.compiler.pipeline import debug_level
 
-from mirax.backends.cpu.threads import n_threads, pool
+from mirax.backends.cpu.threads import chain_threads, pool
 
 BLOCK = 1 << 14      # elements per chunk (f32: 64 KiB per temporary; measured best)
 PART = 1 << 16       # elements per part run by one thread (whole chunks)
@@ -298,15 +298,15 @@ def compile_fusion(node):
         body.append(f"per = {per}")
         body.append("ps = [part(0)]")
     elif even:
-        env["_map"], env["_threads"] = pool.map, n_threads
+        env["_map"], env["_threads"] = pool.map, chain_threads
         most = max(1, n // max(1, PART // 2))   # parts of at least PART / 2 elements
         body.append(f"k = min(_threads(), {most})")
         body.append(f"per = -(-{chunks} // k) * {step}")
-        body.append(f"ps = _map(part, -(-{n} // per))")
+        body.append(f"ps = _map(part, -(-{n} // per), k)")
     else:
-        env["_map"] = pool.map
+        env["_map"], env["_threads"] = pool.map, chain_threads
         body.append(f"per = {per}")
-        body.append(f"ps = _map(part, {n_parts})")
+        body.append(f"ps = _map(part, {n_parts}, _threads())")
     for j, (r, u) in enumerate(partial):
         body.append(f"{r} = ps[0][{j}]")
         if n_parts > 1:

@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - SciPy is a test dependency
     _scipy_fft = None
 
 from mirax.backends.cpu import parallel
-from mirax.backends.cpu.threads import n_threads, parts, pool
+from mirax.backends.cpu.threads import chain_threads, n_threads, parts, pool
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
@@ -155,14 +155,14 @@ def _batch_parts(name: str, lead: int):
         impl = registry[name].impl
         q, k = args[lead], args[lead + 1]
         b = q.shape[0]
-        t = min(n_threads(), b)
+        t = min(chain_threads(), b)
         if t <= 1 or params["has_bias"] or q.shape[0] * q.shape[1] * q.shape[2] * \
                 k.shape[1] < ATTN_MIN:
             return impl(*args, **params)
         ps = parts(b, -(-b // t))
         outs = pool.map(lambda i: impl(*(a[ps[i][0]:ps[i][1]] if np.ndim(a) and
                                          a.shape[0] == b else a for a in args), **params),
-                        len(ps))
+                        len(ps), t)
         if isinstance(outs[0], list):
             return [np.concatenate([o[j] for o in outs]) for j in range(len(outs[0]))]
         return np.concatenate(outs)
@@ -203,7 +203,7 @@ def _row_parts(name: str, lead: int):
         def part(i):
             s, e = ps[i]
             return impl(*(a[s:e] if c else a for a, c in zip(flat, cut)), **params)
-        outs = pool.map(part, len(ps))
+        outs = pool.map(part, len(ps), chain_threads())
         if not isinstance(outs[0], list):
             return np.concatenate(outs).reshape(x.shape)
         res = []
@@ -287,7 +287,7 @@ def _gelu(x, *, approximate):
             t += 1
             np.multiply(xs, t, out=of[s:e])
             of[s:e] *= 0.5
-    pool.map(block, len(blocks))
+    pool.map(block, len(blocks), chain_threads())
     return out
 
 
@@ -323,7 +323,7 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
             t *= 0.5
             x2 += t
             np.multiply(cf[s:e], x2, out=rf[s:e])
-    pool.map(block, len(blocks))
+    pool.map(block, len(blocks), chain_threads())
     return [res]
 
 

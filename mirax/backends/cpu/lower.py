@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from mirax.backends.cpu import kernels
+from mirax.backends.cpu import collectives, kernels
 from mirax.graph.graph import Graph
 from mirax.compiler.pipeline import debug_level
 from mirax.backends.cpu import parallel, threads
@@ -97,8 +97,28 @@ def lower(be, graph: Graph):
     n_err = sum(1 for n in graph.nodes if not n.params and ufunc_of(n.prim, n)[1])
     body = []
     timed: dict = {}   # line of body -> (node index, what it runs): the profiled lines
+    pending: dict = {}   # output var of a started collective -> its node index
+
+    def wait(vs):
+        """The waits for the started collectives among `vs` (before their use)."""
+        for c in dict.fromkeys(pending[v] for v in vs if v in pending):
+            cn = graph.nodes[c]
+            lhs = ", ".join(name(o) for o in cn.outputs)
+            timed[len(body)] = (c, f"{cn.prim.name} (wait)")
+            body.append(f"{lhs}{',' if cn.prim.multiple_results else ''} = _f{c}.result()")
+            for o in cn.outputs:
+                pending.pop(o, None)
+            for v in cn.inputs:
+                reading[v] -= 1
+
+    reading: dict = {}   # var -> started collectives still reading it (its buffer)
     for i, node in enumerate(graph.nodes):
         prim = node.prim
+        wait(node.inputs)
+        if i in reuse and reading.get(node.inputs[reuse[i]]):
+            # this node writes into a buffer a collective still sends: that one first
+            wait([o for c in set(pending.values()) if node.inputs[reuse[i]] in
+                  graph.nodes[c].inputs for o in graph.nodes[c].outputs])
         if i in merged:  # computed at its reduce_sum; its inputs live until then
             deferred.setdefault(merged[i], []).extend(free_after.get(i, ()))
             continue
@@ -130,12 +150,23 @@ def lower(be, graph: Graph):
             env[k] = fn
         lhs = outs + ("," if prim.multiple_results and len(node.outputs) == 1 else "")
         what = "mul+reduce_sum (einsum)" if i in pairs else prim.name
-        timed[len(body)] = (i, what)
-        body.append(f"{lhs} = {k}({', '.join(ins)})  # {what}")
+        if prim.name in collectives.COLLECTIVES:   # started now, waited for at first use
+            env["_start"] = collectives.start
+            timed[len(body)] = (i, f"{what} (start)")
+            body.append(f"_f{i} = _start({', '.join([k, *ins])})  # {what}")
+            pending.update((o, i) for o in node.outputs)
+            for v in node.inputs:
+                reading[v] = reading.get(v, 0) + 1
+        else:
+            timed[len(body)] = (i, what)
+            body.append(f"{lhs} = {k}({', '.join(ins)})  # {what}")
         dead = [v for v in dict.fromkeys([*free_after.get(i, ()), *deferred.get(i, ())])
                 if i not in pairs or v is not node.inputs[0]]
+        wait([v for v in dead if v in pending])
         if dead:
             body.append(f"del {', '.join(name(v) for v in dead)}")
+    wait(graph.outputs)
+    wait(list(pending))   # (none left: every output of a node is used or freed)
     ret = f"[{', '.join(name(v) for v in graph.outputs)}]"
     traced = _traced_source(graph, body, timed, ret, args, n_err > 1, env)
     body.append(f"return {ret}")

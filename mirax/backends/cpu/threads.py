@@ -11,10 +11,12 @@ loops (exp, tanh) stay in use, and the workers sleep on a queue when idle (no sp
 Not measured against numba's parallel loops here: the 2 cores of this machine were shared
 with other jobs for the whole time.
 
-On a machine whose cores are busy with other processes, a worker that is descheduled in
-the middle of its part holds up the op: when the caller waits on workers longer than it
-worked itself, the pool runs the next calls on the caller alone for a while (values do not
-change: the parts are the same).
+The caller claims parts too, so it never waits on a worker that has not woken yet: on a
+machine whose cores are busy with other processes it may run every part itself. (An
+earlier rule that ran the next 200 calls on the caller alone after workers came late
+misfired on idle machines, where a worker's wake-up and first GIL hand-off alone take
+longer than a small part: measured on 16 idle cores, it made the W5 transformer step
+2.2x slower and the W6 graph layer 1.9x slower.)
 
 Where the split decides a result's rounding (reductions: partial results combined in part
 order), parts have a fixed size that does not depend on the thread count, so a plan's
@@ -38,7 +40,6 @@ import itertools
 import os
 import queue
 import threading
-import time
 
 from mirax.core import config, profile_events
 
@@ -60,6 +61,16 @@ def n_threads() -> int:
 _AFFINITY = affinity()
 
 
+def chain_threads() -> int:
+    """Threads for kernels whose parts are chains of NumPy calls (blocked fusions, gelu,
+    row-wise composites, attention's batch parts): each call takes the GIL to enter and
+    leave its loop, so past a few threads the parts queue for the GIL instead of working.
+    Measured on 16 idle cores (a 1M-element gelu backward, 15 calls a block): 3.0 ms on
+    1 thread, 1.9 on 2, 2.0 on 4, 2.5 on 8, 3.3 on 16. Kernels whose parts are single
+    calls (BLAS, one ufunc, a numba loop) use every thread."""
+    return min(n_threads(), CHAIN_THREADS)
+
+
 def parts(n: int, grain: int) -> list[tuple[int, int]]:
     """[0, n) cut into consecutive (start, stop) ranges of `grain` (the last one shorter)."""
     return [(s, min(s + grain, n)) for s in range(0, n, grain)]
@@ -75,7 +86,6 @@ class Pool:
         self._workers: list[threading.Thread] = []
         self._lock = threading.Lock()
         self._local = threading.local()
-        self.backoff = 0   # calls left that run on the caller alone (workers came late)
 
     def _ensure(self, n: int):
         if len(self._workers) >= n:
@@ -104,14 +114,12 @@ class Pool:
         """[fn(0), ..., fn(n - 1)], computed on up to `threads` threads (default
         n_threads()). A call from inside a worker runs inline (no nested parallelism).
 
-        The caller claims parts too, so it never waits for a worker that has not woken
-        yet: on a busy machine it may run every part itself, and then returns as soon as
-        the parts a worker did claim are done (workers that wake later find none)."""
+        The caller claims parts too: on a busy machine it may run every part itself, and
+        then returns as soon as the parts a worker did claim are done (workers that wake
+        later find none)."""
         t = min(n_threads() if threads is None else threads, n)
         rec = profile_events.active   # a profiler trace: a slice per part, on its thread
-        if t <= 1 or getattr(self._local, "worker", False) or self.backoff > 0:
-            if t > 1 and self.backoff > 0:
-                self.backoff -= 1
+        if t <= 1 or getattr(self._local, "worker", False):
             if rec is None or n == 1:
                 return [fn(i) for i in range(n)]
             return [self._timed(rec, fn, i, n) for i in range(n)]
@@ -140,15 +148,8 @@ class Pool:
         self._ensure(t - 1)
         for _ in range(t - 1):
             self._jobs.put(drain)
-        t0 = time.perf_counter()
         drain()
-        t1 = time.perf_counter()
         finished.wait()
-        if time.perf_counter() - t1 > max(t1 - t0, 1e-4):
-            # the caller waited for workers longer than it worked itself: the cores are
-            # busy with other processes (a descheduled worker holds up the whole op), so
-            # the next BACKOFF calls run on the caller alone; then the workers are tried again
-            self.backoff = BACKOFF
         if errors:
             raise errors[0]
         return out
@@ -157,7 +158,6 @@ class Pool:
 # primitives whose CPU kernels call BLAS on the pool's threads (plans that hold one run
 # with one BLAS thread: lower.py)
 BLAS_USERS = frozenset({"dot_general", "dot_product_attention", "dot_product_attention_bwd"})
-BACKOFF = 200   # calls run on the caller alone after workers kept it waiting
 pool = Pool()
 
 
@@ -238,6 +238,8 @@ def _loaded_libraries() -> list[str]:
 
 
 blas = Blas()
+
+CHAIN_THREADS = 4   # chain_threads()'s cap
 
 # GEMM flops (2 m n k) per thread: ~150 us of one core's sgemm; a smaller part costs too
 # much to hand to a thread (waking it, packing the shared operand again)
