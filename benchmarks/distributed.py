@@ -184,10 +184,11 @@ def _launch(n, args, env=None):
              OPENBLAS_NUM_THREADS="1", MIRAX_CPU_THREADS="1", **(env or {}))
     r = subprocess.run([mpiexec, "-n", str(n), sys.executable, __file__, *args], env=e,
                        capture_output=True, text=True, timeout=1800)
-    if r.returncode:
+    rows = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode or not rows:
         print(r.stdout[-2000:], r.stderr[-4000:], file=sys.stderr)
-        raise SystemExit(f"worker {args} failed")
-    return [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+        raise SystemExit(f"worker {args} on {n} processes failed (exit {r.returncode})")
+    return rows
 
 
 def main():
