@@ -184,7 +184,9 @@ def _launch(n, args, env=None):
              OPENBLAS_NUM_THREADS="1", MIRAX_CPU_THREADS="1", **(env or {}))
     r = subprocess.run([mpiexec, "-n", str(n), sys.executable, __file__, *args], env=e,
                        capture_output=True, text=True, timeout=1800)
-    rows = [json.loads(ln) for ln in r.stdout.splitlines() if ln.startswith("{")]
+    # (Open MPI may put terminal escapes before a line: the JSON starts at its brace)
+    rows = [json.loads(ln[ln.index("{"):]) for ln in r.stdout.splitlines()
+            if '{"kind"' in ln]
     if r.returncode or not rows:
         print(r.stdout[-2000:], r.stderr[-4000:], file=sys.stderr)
         raise SystemExit(f"worker {args} on {n} processes failed (exit {r.returncode})")
