@@ -209,6 +209,12 @@ def describe(internal: bool = False) -> str:
                      for r in [head] + rows)
 
 
+def environ_set(**variables: str) -> None:
+    """Set variables of the process environment for a library this process loads later
+    (the MPI library reads its process manager's address at MPI_Init)."""
+    os.environ.update(variables)
+
+
 def environ_get(name: str, default: str | None = None) -> str | None:
     """A variable of the process environment that is not a mirax knob (the MPI launcher's
     rank and size, a CUDA library path). Only here, so that no other module reads

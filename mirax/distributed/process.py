@@ -3,18 +3,21 @@ between them.
 
 `initialize()` reads an MPI launcher (`mpiexec -n 4 python train.py`): rank and size from
 MPI (mpi4py, the optional extra `distributed`). Launched without one, it is a group of one.
-`coordinator_address / num_processes / process_id` state the group explicitly; the
-collectives between processes still travel over MPI, so the stated group must be the MPI
-world this process was launched in (a launcher without MPI is refused with an error that
-says so).
+`coordinator_address / num_processes / process_id` state the group explicitly: under an
+MPI launcher they must agree with its world; without one (processes started any other
+way) process 0 serves MPI's process manager on the coordinator's address (pmi.py) and
+the processes form an MPI world through it. Either way the collectives between processes
+travel over MPI.
 
 Where it sits: distributed/, above the backends, below the public faces.
 """
 from __future__ import annotations
 
+import sys
 import threading
 
 from mirax.core import config
+from mirax.distributed import pmi
 
 _lock = threading.Lock()
 
@@ -61,6 +64,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
         if launched is None and num_processes in (None, 1):
             group.initialized = True
             return
+        if launched is None:   # no MPI launcher: process 0 serves MPI's process manager
+            _join_without_launcher(coordinator_address, num_processes, process_id)
         MPI = mpi()
         comm = MPI.COMM_WORLD
         rank, size = comm.Get_rank(), comm.Get_size()
@@ -69,8 +74,8 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
             raise RuntimeError(
                 f"distributed.initialize: asked for process {process_id} of {num_processes} "
                 f"(coordinator {coordinator_address!r}) but the MPI world here is process "
-                f"{rank} of {size}; mirax's collectives between processes run over MPI, so "
-                "launch with mpiexec -n N (a launcher without MPI is not supported)")
+                f"{rank} of {size} (the MPI launcher's): leave the arguments out under "
+                "mpiexec, or state them all and start the processes without it")
         group.rank, group.size, group.comm = rank, size, comm
         n_local = local_device_count
         if n_local is None:
@@ -80,6 +85,22 @@ def initialize(coordinator_address: str | None = None, num_processes: int | None
             raise RuntimeError("distributed.initialize: every process must have the same "
                                f"number of local devices; got {group.local_counts}")
         group.initialized = True
+
+
+def _join_without_launcher(coordinator_address, num_processes, process_id):
+    if coordinator_address is None or process_id is None:
+        raise ValueError(
+            f"distributed.initialize: {num_processes} processes without an MPI launcher "
+            "need coordinator_address='host:port' (where process 0 listens) and "
+            f"process_id (0..{num_processes - 1}); got coordinator_address="
+            f"{coordinator_address!r}, process_id={process_id!r}")
+    if not 0 <= process_id < num_processes:
+        raise ValueError(f"distributed.initialize: process_id {process_id} is not in "
+                         f"0..{num_processes - 1}")
+    if "mpi4py.MPI" in sys.modules and sys.modules["mpi4py.MPI"].Is_initialized():
+        raise RuntimeError("distributed.initialize: MPI was initialized before it (mpi4py.MPI "
+                           "was imported) as a group of one; call initialize() first")
+    pmi.serve_and_join(coordinator_address, num_processes, process_id)
 
 
 def process_index() -> int:

@@ -1,14 +1,19 @@
 """Run under `mpiexec -n P python tests/distributed/mpi_collectives.py`: pmap over every
 process's devices (MIRAX_CPU_DEVICES per process), each collective checked against NumPy
 on the global value, and grad inside pmap against vmap(axis_name=) over the global batch.
-Prints `ok <rank>` and exits 0 when every check passes."""
+Prints `ok <rank>` and exits 0 when every check passes. Without a launcher:
+`python mpi_collectives.py --no-launcher HOST:PORT P ID` in each of P processes."""
 import sys
 
 import numpy as np
 
 import mirax as mx
 
-mx.distributed.initialize()
+if sys.argv[1:2] == ["--no-launcher"]:
+    mx.distributed.initialize(coordinator_address=sys.argv[2],
+                              num_processes=int(sys.argv[3]), process_id=int(sys.argv[4]))
+else:
+    mx.distributed.initialize()
 rank, nproc = mx.process_index(), mx.process_count()
 L = mx.local_device_count("cpu")
 N = nproc * L
