@@ -23,6 +23,7 @@ from mirax.core.array import Array
 from mirax.core.errors import check_callable
 from mirax.core.sharding import PmapSharding, Shard, sharded
 from mirax.core.trace import Tracer, aval_of
+from mirax.ops import shape as sh
 from mirax.ops.common import operand, short
 from mirax.transforms.jit import jit
 from mirax.transforms.vmap import _resolve_axes, vmap
@@ -122,13 +123,19 @@ def _member_slice(x, axis, k, device):
     if isinstance(sh, PmapSharding) and sh.axis == axis % x.ndim and len(sh.devices) > k \
             and sh.devices[k] == device:
         return x.addressable_shards[k].data
+    if _device_of(x).platform != "cpu":   # sliced where it lives (no trip through the host)
+        return _on(sh.index_in_dim(x, k, axis % x.ndim), device)
     host = np.asarray(x)
     part = np.ascontiguousarray(np.take(host, k, axis=axis % host.ndim))
     return _on(Array(part, x.weak_type), device)
 
 
+def _device_of(x: Array):
+    return runtime.device_of_buffer(x._buf)
+
+
 def _on(x: Array, device) -> Array:
-    if runtime.device_of_buffer(x._buf) == device or device.platform == "cpu":
+    if _device_of(x) == device or device.platform == "cpu":
         return x
     return Array(device.backend.from_host(np.asarray(x), device), x._weak)
 
@@ -143,8 +150,11 @@ def _stack(parts, axis, devs):
         raise ValueError(f"pmap: out_axes {axis} is out of range for an output "
                          f"{short(aval_of(first))}")
     axis %= nd
-    host = np.stack([np.asarray(p) for p in parts], axis)
-    buf = host if devs[0].platform == "cpu" else devs[0].backend.from_host(host, devs[0])
+    if devs[0].platform != "cpu" and all(_device_of(p) == devs[0] for p in parts):
+        buf = sh.stack(parts, axis)._buf   # stacked where they live (one device)
+    else:
+        host = np.stack([np.asarray(p) for p in parts], axis)
+        buf = host if devs[0].platform == "cpu" else devs[0].backend.from_host(host, devs[0])
     shards = [Shard(d, (slice(None),) * axis + (k,), p) for k, (d, p) in
               enumerate(zip(devs, parts))]
     return sharded(Array(buf, first.weak_type), shards, PmapSharding(devs, axis))
