@@ -7,8 +7,9 @@
    path: slicing, the member's plan, stacking), mpi4py's own Allreduce, and
    torch.distributed (gloo) when PyTorch is installed. On a machine with CuPy and a GPU,
    also NCCL (mirax's engine and CuPy's raw allReduce) at world size = 1 process.
-2. Data-parallel charlm throughput (samples/s) at 1, 2, ... processes (--procs) at the same
-   per-process batch, and its ratio to one process.
+2. Data-parallel charlm throughput (samples/s) at 1, 2, ... processes (--procs; repeat
+   entries to interleave rounds, e.g. 1,2,1,2,1,2) at the same per-process batch: the
+   median of each process count and its ratio to one process's.
 
 Each measurement runs in workers launched with mpiexec; rank 0 prints one JSON line per
 result, and this script prints the tables. Times are medians of interleaved rounds.
@@ -234,13 +235,21 @@ def allreduce_tables(q):
 
 
 def charlm_table(args, q):
+    """One launch per entry of --procs, in its order (repeat entries to interleave rounds:
+    --procs 1,2,1,2,1,2); then the median samples/s of each process count and its ratio
+    to one process's median."""
     print(f"\ndata-parallel charlm, batch {args.batch} per process")
-    base = None
+    runs: dict = {}
     for n in [int(p) for p in args.procs.split(",")]:
         r = _launch(n, ["--worker", "charlm", "--batch", str(args.batch)] + q)[0]
-        base = base or r["samples_per_s"]
-        print(f"  {n} processes: {r['samples_per_s']:8.1f} samples/s  "
-              f"({r['samples_per_s'] / base:.2f}x one process)")
+        runs.setdefault(n, []).append(r["samples_per_s"])
+        print(f"  {n} processes: {r['samples_per_s']:8.1f} samples/s")
+    base = statistics.median(runs.get(1, [None])) if 1 in runs else None
+    print("medians:")
+    for n, v in runs.items():
+        m = statistics.median(v)
+        print(f"  {n} processes: {m:8.1f} samples/s over {len(v)} runs" +
+              (f"  ({m / base:.2f}x one process)" if base else ""))
 
 
 if __name__ == "__main__":

@@ -59,11 +59,13 @@ def shard_batch(x, n: int | None = None):
     return x[k * n * b:(k + 1) * n * b].reshape((n, b) + x.shape[1:])
 
 
-def allreduce_mean(grads, axis_name, bucket_bytes: int = 4 << 20):
+def allreduce_mean(grads, axis_name, bucket_bytes: int = 1 << 18):
     """The mean of a gradient pytree over the named axis, in buckets: leaves of one dtype
     are flattened and concatenated into buffers of about `bucket_bytes`, each one pmean
-    (one all-reduce), and split back. Buckets follow the leaves' order, so that a bucket's
-    all-reduce can start as soon as the backward pass has produced its leaves."""
+    (one all-reduce), and split back. Buckets take the leaves last to first (as a model's
+    parameters are listed, the backward pass makes the last ones' gradients first), so
+    that in a CPU plan a bucket's all-reduce starts as soon as the backward pass has
+    produced its leaves and travels while the pass goes on."""
     leaves, treedef = tree.flatten(grads)
     leaves = [operand(g, "allreduce_mean") for g in leaves]
     out = [None] * len(leaves)
@@ -84,8 +86,8 @@ def allreduce_mean(grads, axis_name, bucket_bytes: int = 4 << 20):
             start += a.size
         bucket, size = [], 0
 
-    for i, g in enumerate(leaves):
-        a = aval_of(g)
+    for i in reversed(range(len(leaves))):
+        a = aval_of(leaves[i])
         nbytes = a.size * a.dtype.itemsize
         if bucket and (a.dtype != dtype or size + nbytes > bucket_bytes):
             flush()

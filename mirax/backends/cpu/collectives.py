@@ -5,7 +5,8 @@ all-reduce can travel while the plan computes whatever does not depend on it (th
 of the backward pass). Two pieces:
 - `hoist`, the backend's pass (Graph -> Graph): every collective, with the nodes it
   needs that are not placed yet, moves as early as its inputs allow; the other nodes keep
-  their order after it. Collectives keep their relative order, and every member compiles
+  their order after it. Collectives are issued in the order their operands become ready
+  (a gradient bucket of the last layers before the first layers'); every member compiles
   the same graph, so every member issues them in the same order (as MPI requires).
 - `start(fn, *args)`: the plan's line for a collective hands it to this thread's
   communication thread and goes on; the line before its first use waits for the result
@@ -31,29 +32,31 @@ COLLECTIVES = frozenset({"psum", "pmax", "pmin", "all_gather", "psum_scatter", "
 
 
 def hoist(graph: Graph) -> Graph:
-    """Each collective (in order) preceded only by what it needs: its not-yet-placed
-    ancestors, in their original order; then everything else in its original order."""
+    """Each collective, in the order they become ready (the last of their ancestors in the
+    original order; ties keep the original order), preceded only by what it needs: its
+    not-yet-placed ancestors, in their original order; then everything else in its
+    original order."""
     if not any(n.prim.name in COLLECTIVES for n in graph.nodes):
         return graph
     producer = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
-    placed: set = set()
-    order: list = []
 
-    def place_with_ancestors(i):
-        stack, need = [i], []
+    def ancestors(i):
+        stack, seen = [i], set()
         while stack:
             j = stack.pop()
-            if j in placed or j in need:
-                continue
-            need.append(j)
-            stack.extend(producer[v] for v in graph.nodes[j].inputs if v in producer)
-        for j in sorted(need):   # original order is a topological order
+            if j not in seen:
+                seen.add(j)
+                stack.extend(producer[v] for v in graph.nodes[j].inputs if v in producer)
+        return seen
+
+    needs = {i: ancestors(i) for i, n in enumerate(graph.nodes) if n.prim.name in COLLECTIVES}
+    ready = sorted(needs, key=lambda i: (max(needs[i] - {i}, default=-1), i))
+    placed: set = set()
+    order: list = []
+    for i in ready:
+        for j in sorted(needs[i] - placed):   # original order is a topological order
             placed.add(j)
             order.append(j)
-
-    for i, n in enumerate(graph.nodes):
-        if n.prim.name in COLLECTIVES:
-            place_with_ancestors(i)
     order += [i for i in range(len(graph.nodes)) if i not in placed]
     if order == list(range(len(graph.nodes))):
         return graph
