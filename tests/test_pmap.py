@@ -245,3 +245,35 @@ def test_a_collective_starts_early_and_the_plan_computes_while_it_travels():
         start, wait = names.index("psum (start)"), names.index("psum (wait)")
         chain = [k for k, n in enumerate(names) if n in ("dot_general", "tanh")]
         assert start < min(chain) and max(chain) < wait, names
+
+
+def test_collectives_are_issued_in_the_order_their_operands_are_ready():
+    """A psum written first but needing a long chain goes after a psum written second whose
+    operand is ready at once (gradient buckets of the last layers go first): every member
+    issues them in the same order."""
+    def f(a, b):
+        h = b
+        for _ in range(3):
+            h = mx.numpy.tanh(h @ b)
+        late = mx.lax.psum(h, "i")      # written first, ready last
+        early = mx.lax.psum(a * 2.0, "i")
+        return late.sum() + early.sum()
+
+    rng = np.random.RandomState(1)
+    a = rng.randn(2, 100).astype(np.float32)
+    b = (rng.randn(2, 32, 32) / 8).astype(np.float32)
+    with config.override(cpu_devices=2):
+        pf = mx.pmap(f, axis_name="i")
+        pf(a, b)
+        with mx.profiler.trace():
+            got = pf(a, b)
+        events = mx.profiler.events()
+    np.testing.assert_allclose(np.asarray(got), np.asarray(mx.vmap(f, axis_name="i")(a, b)),
+                               rtol=1e-5)
+    for tid in {e["tid"] for e in events if e["cat"] == "cpu"}:
+        rows = [e for e in events if e["cat"] == "cpu" and e["tid"] == tid]
+        names = [e["name"] for e in rows]
+        starts = [k for k, n in enumerate(names) if n == "psum (start)"]
+        chain = [k for k, n in enumerate(names) if n in ("dot_general", "tanh")]
+        assert starts[0] < min(chain) < max(chain) < starts[1], names
+        assert rows[starts[0]]["args"]["in"].startswith("f32[100]"), rows[starts[0]]["args"]

@@ -32,9 +32,9 @@ COLLECTIVES = frozenset({"psum", "pmax", "pmin", "all_gather", "psum_scatter", "
 
 
 def hoist(graph: Graph) -> Graph:
-    """Each collective, in the order they become ready (the last of their ancestors in the
-    original order; ties keep the original order), preceded only by what it needs: its
-    not-yet-placed ancestors, in their original order; then everything else in its
+    """Each collective, in the order they can become ready (fewest ancestors first: the
+    least work before it; ties keep the original order), preceded only by what it needs:
+    its not-yet-placed ancestors, in their original order; then everything else in its
     original order."""
     if not any(n.prim.name in COLLECTIVES for n in graph.nodes):
         return graph
@@ -50,7 +50,7 @@ def hoist(graph: Graph) -> Graph:
         return seen
 
     needs = {i: ancestors(i) for i, n in enumerate(graph.nodes) if n.prim.name in COLLECTIVES}
-    ready = sorted(needs, key=lambda i: (max(needs[i] - {i}, default=-1), i))
+    ready = sorted(needs, key=lambda i: (len(needs[i]), i))
     placed: set = set()
     order: list = []
     for i in ready:
