@@ -252,9 +252,10 @@ def test_row_composites_split_over_rows(op, monkeypatch):
     np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-5)
 
 
-def test_numpy_chain_kernels_cap_their_threads(monkeypatch):
+def test_numpy_chain_kernels_cap_their_threads(monkeypatch, knobs):
     """Kernels whose parts are chains of NumPy calls run on at most CHAIN_THREADS threads
     (past that the parts queue for the GIL); single-call parts (BLAS) use every thread."""
+    knobs(numba=False)   # (with numba, gelu is one compiled loop per part: every thread)
     asked = []
     real = threads.pool.map
     monkeypatch.setattr(threads.pool, "map",

@@ -101,9 +101,20 @@ def test_float64_and_noncontiguous_inputs():
     _bitwise(lambda x, y: (x * 2.0 - y) / (y * y + 1.0), x.T, y[::2])
 
 
-def test_transcendental_groups_stay_with_numpy():
+def test_float32_exp_tanh_logistic_groups_run_as_loops_float64_ones_stay_with_numpy():
+    """float32 exp, tanh and logistic are vecmath.py's vectorized versions in the loop
+    (within 1, 1.5 and 2.5 ulp: tests/compiler/test_vecmath.py); float64 ones and the
+    other transcendental functions stay NumPy calls (numba would call scalar libm)."""
     x = RNG.normal(size=(128, 512)).astype(np.float32)
-    n, got, want = _plans(lambda x: mnp.tanh(x * 2.0 + 1.0) * x - 3.0, x)
+    f = lambda x: mnp.tanh(x * 2.0 + 1.0) * x - mnp.exp(-x * x) + mx.nn.sigmoid(x)  # noqa: E731
+    n, got, want = _plans(f, x)
+    assert n == 1
+    # terms within 2.5 ulp each, of size <= |x| (about 5) and 1
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=8 * np.spacing(np.float32(8)))
+    n, got, want = _plans(f, x.astype(np.float64))
+    assert n == 0
+    np.testing.assert_array_equal(got[0], want[0])
+    n, got, want = _plans(lambda x: mnp.sin(x * 2.0 + 1.0) * x - 3.0, x)
     assert n == 0
     np.testing.assert_array_equal(got[0], want[0])
 
@@ -185,7 +196,7 @@ def test_unwritable_cache_compiles_in_memory(knobs, monkeypatch, tmp_path):
 def test_a_failing_compile_falls_back_to_blocked(monkeypatch, capsys):
     def broken(src):
         raise RuntimeError("no compiler here")
-    monkeypatch.setattr(loops, "_compiled", broken)
+    monkeypatch.setattr(loops, "compiled", broken)
     x = RNG.normal(size=(64, 128)).astype(np.float32)
     _bitwise(lambda x: (x * 2.0 + 1.0) / (x * x + 3.0), x)
     assert "running it blocked" in capsys.readouterr().err

@@ -1,0 +1,92 @@
+"""float32 exp, tanh and logistic that LLVM vectorizes inside numba loops.
+
+numba compiles `math.exp` / `np.tanh` on a float32 to a call of the C library's scalar
+function per element (a 1M-element tanh took 28 ms, against NumPy's SIMD loop's 0.4 ms),
+so fused loops with them used to stay NumPy calls, which hold the GIL between calls and
+do not scale past a few threads. These are branch-free float32 arithmetic (selects, an
+integer bit pattern for 2^n) that LLVM turns into vector code: a 1M-element tanh takes
+1.9 ms on one core of this machine, and a fused gelu backward 2.9 ms against 4.3 ms of
+NumPy calls, on every core without the GIL.
+
+Accuracy (tests/compiler/test_vecmath.py, against float64 over the whole float32 range
+and the special values): exp within 1 ulp of the exact result (denormal results
+included; NumPy's is within 2.5), tanh within 1.5 ulp (NumPy: 1.4), logistic within
+2.5 (three roundings after exp's).
+exp: Cody-Waite reduction x = n ln2 + r (ln2 in two parts), the degree-6 minimax
+polynomial of Cephes' expf for e^r, and 2^n applied in two halves (results down to the
+smallest denormal); tanh: Cephes' tanhf, an odd polynomial below |x| = 0.625 and
+1 - 2 / (e^2|x| + 1) above. No fast-math: every operation rounds as written, so the
+values are the same on every x86-64 CPU (with or without FMA, AVX2 or AVX-512).
+
+Imported only by generated loop modules (loops.py), never at mirax's import: numba is
+optional. Loops must be compiled with error_model="numpy" (division without a
+zero-divisor check, which would keep the loop scalar).
+"""
+import numba as nb
+import numpy as np
+from numba import types
+from numba.extending import intrinsic
+
+F = np.float32
+EXP_HI = F(88.72283935546875)      # largest x with a finite e^x
+EXP_LO = F(-103.97207641601562)    # below: e^x rounds to 0
+
+
+@intrinsic
+def _float_of_bits(typingctx, bits):
+    """The float32 whose bit pattern is the low 32 bits of an integer."""
+    if not isinstance(bits, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = args[0]
+        if bits.bitwidth > 32:
+            v = builder.trunc(v, context.get_value_type(types.int32))
+        return builder.bitcast(v, context.get_value_type(types.float32))
+    return types.float32(bits), codegen
+
+
+@nb.njit(inline="always", error_model="numpy")
+def exp32(x):
+    xc = min(max(x, EXP_LO), EXP_HI)
+    n = np.floor(xc * F(1.4426950408889634) + F(0.5))
+    r = xc - n * F(0.693359375)
+    r = r - n * F(-2.12194440e-4)
+    p = F(1.9875691500e-4)
+    p = p * r + F(1.3981999507e-3)
+    p = p * r + F(8.3334519073e-3)
+    p = p * r + F(4.1665795894e-2)
+    p = p * r + F(1.6666665459e-1)
+    p = p * r + F(5.0000001201e-1)
+    y = p * (r * r) + r + F(1.0)
+    k = np.int32(n)
+    h = k >> 1   # 2^k as 2^h 2^(k-h): both halves are normal floats
+    y = y * _float_of_bits((h + 127) << 23) * _float_of_bits((k - h + 127) << 23)
+    y = np.float32(np.inf) if x > EXP_HI else y
+    y = F(0.0) if x < EXP_LO else y
+    return x if x != x else y
+
+
+@nb.njit(inline="always", error_model="numpy")
+def tanh32(x):
+    a = np.abs(x)
+    e = exp32(F(2.0) * (a if a < F(44.0) else F(44.0)))
+    big = F(1.0) - F(2.0) / (e + F(1.0))
+    z = x * x
+    p = F(-5.70498872745e-3)
+    p = p * z + F(2.06390887954e-2)
+    p = p * z + F(-5.37397155531e-2)
+    p = p * z + F(1.33314422036e-1)
+    p = p * z + F(-3.33332819422e-1)
+    small = p * z * a + a
+    y = np.copysign(small if a < F(0.625) else big, x)   # (tanh(-0) = -0)
+    return x if x != x else y
+
+
+@nb.njit(inline="always", error_model="numpy")
+def logistic32(x):
+    # e^-|x| never overflows: 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below (tiny,
+    # down to the denormals, where 1 / (1 + e^-x) would give 0)
+    e = exp32(-np.abs(x))
+    d = F(1.0) + e
+    return F(1.0) / d if x >= F(0.0) else e / d

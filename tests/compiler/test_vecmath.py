@@ -1,0 +1,80 @@
+"""The CPU loops' vectorized float32 exp, tanh and logistic (backends/cpu/vecmath.py)
+against float64 NumPy: errors in units of the float32 result's last place, over the
+whole float32 range and the special values; and a fused loop that uses them against the
+unfused plan."""
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+import mirax as mx  # noqa: E402
+import mirax.numpy as mnp  # noqa: E402
+from mirax.backends.cpu import vecmath  # noqa: E402
+
+F = np.float32
+RNG = np.random.default_rng(0)
+
+
+@numba.njit(error_model="numpy")
+def _apply(which, x, out):
+    for i in range(x.size):
+        v = x[i]
+        out[i] = vecmath.exp32(v) if which == 0 else (
+            vecmath.tanh32(v) if which == 1 else vecmath.logistic32(v))
+
+
+FUNCS = {"exp": (0, np.exp, (-110.0, 95.0), 1.0),
+         "tanh": (1, np.tanh, (-12.0, 12.0), 1.5),
+         "logistic": (2, lambda x: 1 / (1 + np.exp(-x)), (-110.0, 30.0), 2.5)}
+
+
+def _ulps(got, exact):
+    """|got - exact| in units of the last place of exact rounded to float32 (the smallest
+    denormal's spacing for tiny results)."""
+    with np.errstate(over="ignore"):
+        rounded = exact.astype(F)
+    spacing = np.spacing(np.abs(rounded)).astype(np.float64)
+    finite = np.isfinite(rounded)
+    return np.abs(got.astype(np.float64)[finite] - exact[finite]) / spacing[finite]
+
+
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_error_in_ulps_over_the_range(name):
+    which, ref, (lo, hi), bound = FUNCS[name]
+    x = np.concatenate([RNG.uniform(lo, hi, 1_000_000), RNG.uniform(-1, 1, 200_000),
+                        RNG.uniform(-1e-3, 1e-3, 50_000)]).astype(F)
+    out = np.empty_like(x)
+    _apply(which, x, out)
+    with np.errstate(over="ignore"):
+        exact = ref(x.astype(np.float64))
+    assert _ulps(out, exact).max() <= bound
+
+
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_special_values(name):
+    which, ref, _, _ = FUNCS[name]
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 1e-45, 88.7, -88.7,
+                  89.0, -104.0, -200.0, 200.0], F)
+    out = np.empty_like(x)
+    _apply(which, x, out)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = ref(x.astype(np.float64)).astype(F)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(out[ok], want[ok], rtol=3e-7, atol=0)
+    if name == "tanh":   # the sign of zero kept
+        assert np.signbit(out[4]) and not np.signbit(out[3])
+
+
+def test_a_fused_loop_with_them_matches_the_unfused_plan(knobs):
+    x = RNG.standard_normal((256, 512)).astype(F) * 3
+
+    def f(x):
+        return mnp.tanh(x * 0.5 + 1.0) * mnp.exp(-x * x) + mx.nn.sigmoid(x) - x
+
+    knobs(numba=True)
+    fused = np.asarray(mx.jit(f)(x))
+    knobs(numba=False)
+    plain = np.asarray(mx.jit(lambda x: f(x) + 0.0)(x))
+    # each of the three functions within 2 ulp, summed terms of size <= 1 and x
+    np.testing.assert_allclose(fused, plain, rtol=0, atol=8 * np.spacing(F(4)))
