@@ -101,10 +101,11 @@ def test_float64_and_noncontiguous_inputs():
     _bitwise(lambda x, y: (x * 2.0 - y) / (y * y + 1.0), x.T, y[::2])
 
 
-def test_float32_exp_tanh_logistic_groups_run_as_loops_float64_ones_stay_with_numpy():
-    """float32 exp, tanh and logistic are vecmath.py's vectorized versions in the loop
-    (within 1, 1.5 and 2.5 ulp: tests/compiler/test_vecmath.py); float64 ones and the
-    other transcendental functions stay NumPy calls (numba would call scalar libm)."""
+def test_float32_transcendental_groups_run_as_loops_float64_ones_stay_with_numpy():
+    """float32 exp, tanh, logistic, sin and cos are vecmath.py's vectorized versions in
+    the loop (within 1, 1.5, 2.5, 0.5 and 0.5 ulp: tests/compiler/test_vecmath.py);
+    float64 ones and the other transcendental functions stay NumPy calls (numba would
+    call scalar libm)."""
     x = RNG.normal(size=(128, 512)).astype(np.float32)
     f = lambda x: mnp.tanh(x * 2.0 + 1.0) * x - mnp.exp(-x * x) + mx.nn.sigmoid(x)  # noqa: E731
     n, got, want = _plans(f, x)
@@ -114,9 +115,22 @@ def test_float32_exp_tanh_logistic_groups_run_as_loops_float64_ones_stay_with_nu
     n, got, want = _plans(f, x.astype(np.float64))
     assert n == 0
     np.testing.assert_array_equal(got[0], want[0])
-    n, got, want = _plans(lambda x: mnp.sin(x * 2.0 + 1.0) * x - 3.0, x)
+    n, got, want = _plans(lambda x: mnp.log(x * x + 1.0) * x - 3.0, x)
     assert n == 0
     np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_sin_and_cos_far_from_zero_fall_back_to_libm():
+    """Arguments beyond vecmath.SIN_LIMIT (where the float64 reduction by pi/2 loses
+    bits) make the loop run again with libm's sin and cos: values as NumPy's."""
+    x = RNG.normal(size=(64, 512)).astype(np.float32)
+    x[3, 7], x[40, 100] = 3.0e7, -1.0e30
+    f = lambda x: mnp.sin(x * 2.0) * x + mnp.cos(x) - 1.0  # noqa: E731
+    n, got, want = _plans(f, x)
+    assert n == 1
+    np.testing.assert_allclose(got[0], want[0], rtol=4e-7, atol=4e-7)
+    exact = (np.sin(2.0 * x.astype(np.float64)) * x + np.cos(x.astype(np.float64)) - 1.0)
+    assert abs(got[0][40, 100] - exact[40, 100]) <= 4e-7 * abs(exact[40, 100])
 
 
 def test_row_and_full_sums_stay_with_numpy():

@@ -1,4 +1,4 @@
-"""The CPU loops' vectorized float32 exp, tanh and logistic (backends/cpu/vecmath.py)
+"""The CPU loops' vectorized float32 exp, tanh, logistic, sin and cos (backends/cpu/vecmath.py)
 against float64 NumPy: errors in units of the float32 result's last place, over the
 whole float32 range and the special values; and a fused loop that uses them against the
 unfused plan."""
@@ -19,13 +19,24 @@ RNG = np.random.default_rng(0)
 def _apply(which, x, out):
     for i in range(x.size):
         v = x[i]
-        out[i] = vecmath.exp32(v) if which == 0 else (
-            vecmath.tanh32(v) if which == 1 else vecmath.logistic32(v))
+        if which == 0:
+            out[i] = vecmath.exp32(v)
+        elif which == 1:
+            out[i] = vecmath.tanh32(v)
+        elif which == 2:
+            out[i] = vecmath.logistic32(v)
+        elif which == 3:
+            out[i] = vecmath.sin32(v)
+        else:
+            out[i] = vecmath.cos32(v)
 
 
 FUNCS = {"exp": (0, np.exp, (-110.0, 95.0), 1.0),
          "tanh": (1, np.tanh, (-12.0, 12.0), 1.5),
-         "logistic": (2, lambda x: 1 / (1 + np.exp(-x)), (-110.0, 30.0), 2.5)}
+         "logistic": (2, lambda x: 1 / (1 + np.exp(-x)), (-110.0, 30.0), 2.5),
+         # below vecmath.SIN_LIMIT (beyond it the loops fall back to libm: test_loops.py)
+         "sin": (3, np.sin, (-1.6e6, 1.6e6), 0.51),
+         "cos": (4, np.cos, (-1.6e6, 1.6e6), 0.51)}
 
 
 def _ulps(got, exact):
@@ -62,7 +73,7 @@ def test_special_values(name):
     np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
     ok = ~np.isnan(want)
     np.testing.assert_allclose(out[ok], want[ok], rtol=3e-7, atol=0)
-    if name == "tanh":   # the sign of zero kept
+    if name in ("tanh", "sin"):   # the sign of zero kept
         assert np.signbit(out[4]) and not np.signbit(out[3])
 
 

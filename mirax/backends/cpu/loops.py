@@ -57,7 +57,9 @@ _FLOAT_OPS = {
     "sqrt": "_np.sqrt({0})", "mul_strong": "_mul_strong({0}, {1})",
 }
 # float32 only: vecmath.py's vectorized versions (numba would call scalar libm)
-_F32_OPS = {"exp": "_exp32({0})", "tanh": "_tanh32({0})", "logistic": "_logistic32({0})"}
+_F32_OPS = {"exp": "_exp32({0})", "tanh": "_tanh32({0})", "logistic": "_logistic32({0})",
+            "sin": "_sin32({0})", "cos": "_cos32({0})"}
+_RANGED = ("sin", "cos")   # exact below vecmath.SIN_LIMIT only: the kernel reports beyond
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
 
@@ -133,7 +135,7 @@ def source(members, ins, outs, lay) -> str:
     load = {"full": "{}[i, j]", "lead": "{}[j]", "trail": "{}[i]", "one": "{}[0]"}
     val = {v: load[lay.ins[v]].format(name[v]) for v in ins}
     out_pos = {v: j for j, v in enumerate(outs)}
-    init, body = [], []
+    init, body = ["far = False"], []
     for k, m in enumerate(members):
         o = m.outputs[0]
         if m.prim.name in blocked.REDUCE:
@@ -141,6 +143,10 @@ def source(members, ins, outs, lay) -> str:
             init.append(f"{acc}[:] = 0")
             body.append(f"{acc}[j] += {val[m.inputs[0]]}")
             continue
+        if m.prim.name in _RANGED:   # an argument beyond the range: reported
+            body.append(f"a{k} = {val[m.inputs[0]]}")
+            body.append(f"far |= abs(a{k}) > _SIN_LIMIT")
+            val[m.inputs[0]] = f"a{k}"
         body.append(f"v{k} = {_expr(m, [val[v] for v in m.inputs])}")
         val[o] = f"v{k}"
         if o in out_pos:
@@ -148,14 +154,20 @@ def source(members, ins, outs, lay) -> str:
     args = ", ".join(["L", "R"] + [name[v] for v in ins] + [f"o{j}" for j in range(len(outs))])
     lines = [f"def kernel({args}):", *("    " + ln for ln in init),
              "    for i in range(L):", "        for j in range(R):",
-             *("            " + ln for ln in body)]
+             *("            " + ln for ln in body), "    return far"]
     return "\n".join(lines) + "\n"
+
+
+def exact_source(src: str) -> str:
+    """The kernel with libm's sin and cos (for arguments beyond vecmath.SIN_LIMIT)."""
+    return src.replace("_sin32(", "_sin_exact(").replace("_cos32(", "_cos_exact(")
 
 
 _PRELUDE = '''import numpy as _np
 import numba as _nb
 from mirax.backends.cpu.vecmath import exp32 as _exp32, logistic32 as _logistic32, \\
-    tanh32 as _tanh32   # vecmath __VECMATH__
+    tanh32 as _tanh32, sin32 as _sin32, cos32 as _cos32, sin_exact as _sin_exact, \\
+    cos_exact as _cos_exact, SIN_LIMIT as _SIN_LIMIT   # vecmath __VECMATH__
 
 
 @_nb.njit(inline="always")
@@ -247,11 +259,21 @@ def compile_fusion(node):
         print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
               f"running it blocked", file=sys.stderr)
         return blocked.compile_fusion(node)
+    fast = kernel
+    exact: list = []   # the kernel with libm's sin / cos, compiled when first needed
+
+    def kernel(*args):
+        if fast(*args):   # a sin / cos argument beyond vecmath.SIN_LIMIT: libm's
+            if not exact:
+                exact.append(compiled(exact_source(src)))
+            exact[0](*args)
     kinds = [lay.ins[v] for v in ins]
     red_out = [o in red for o in outs]
     even = not red    # no sums: parts spread evenly over the call's threads (any split
-    # gives the same values), at least PART / 2 elements each
-    most = max(1, (L * R) // (PART // 2))
+    # gives the same values), at least PART / 2 elements each (PART / 16 with exp, tanh,
+    # sin...: their elements cost several times an add's)
+    heavy = any(m.prim.name in _F32_OPS for m in members)
+    most = max(1, (L * R) // (PART // (16 if heavy else 2)))
     if len(ps) == 1 and (not even or most == 1):
         def run(*bufs):
             xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
