@@ -11,9 +11,9 @@ are composites (ops/composite.py) whose bodies are strided slices, with fused ke
 from __future__ import annotations
 
 import builtins
+import itertools
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from mirax.core import dtypes
 from mirax.core.avals import ShapedArray
@@ -84,36 +84,44 @@ slice_all = np.s_[:]
 max_ = builtins.max
 
 
-def _windows(x, kernel, strides, dilation):
-    """A view [N, C, out spatial..., kernel...] of the windows of x (no copy)."""
-    out = tuple((s - _dilate_shape(k, d)) // st + 1 if s >= _dilate_shape(k, d) else 0
-                for s, k, st, d in zip(x.shape[2:], kernel, strides, dilation))
-    st = x.strides
-    return as_strided(x, x.shape[:2] + out + tuple(kernel),
-                      st[:2] + tuple(s * w for s, w in zip(st[2:], strides))
-                      + tuple(s * d for s, d in zip(st[2:], dilation)), writeable=False)
-
-
 @conv_general_dilated_p.def_impl
 def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                feature_group_count, precision="default"):
-    """Exact at every precision (NumPy's GEMM in the operands' dtype)."""
-    x = np.ascontiguousarray(_np_dilate_pad(lhs, padding, lhs_dilation))
-    win = _windows(x, rhs.shape[2:], window_strides, rhs_dilation)
+    """Exact at every precision (NumPy's GEMM in the operands' dtype). im2col into
+    cols [G, Cg, K..., N, out spatial...], copied in as few strided slabs as the shapes
+    allow: one per kernel offset (each as big as the output), or, when the output has
+    fewer positions than the kernel (a weight gradient), one window per output position;
+    then one GEMM per group. (Copying the whole window view in GEMM order ran inner loops
+    of the kernel's width, 3, and took most of a small ResNet's step.)"""
+    x = _np_dilate_pad(lhs, padding, lhs_dilation)
     n, c = x.shape[:2]
     g, o = feature_group_count, rhs.shape[0]
-    out_sp, nsp = win.shape[2:2 + lhs.ndim - 2], lhs.ndim - 2
-    p, kk = int(np.prod(out_sp)), int(np.prod(rhs.shape[2:]))
+    kernel = rhs.shape[2:]
+    out_sp = tuple((s - _dilate_shape(k, d)) // st + 1 if s >= _dilate_shape(k, d) else 0
+                   for s, k, st, d in zip(x.shape[2:], kernel, window_strides, rhs_dilation))
+    p, kk = int(np.prod(out_sp)), int(np.prod(kernel))
     acc = np.float32 if lhs.dtype in (dtypes.float16, dtypes.bfloat16) else lhs.dtype
-    # im2col: [G, N*P, Cg*K] @ [G, Cg*K, Og] -> [G, N*P, Og]
-    perm = (1, 0) + tuple(range(3, 3 + nsp)) + (2,) + tuple(range(3 + nsp, 3 + 2 * nsp))
-    cols = win.reshape((n, g, c // g) + win.shape[2:]).transpose(perm)
-    cols = cols.reshape(g, n * p, (c // g) * kk).astype(acc, copy=False)
-    w = rhs.reshape(g, o // g, (c // g) * kk).transpose(0, 2, 1).astype(acc, copy=False)
-    out = np.matmul(cols, w).reshape((g, n) + tuple(out_sp) + (o // g,))
-    out = out.transpose((1, 0, nsp + 2) + tuple(range(2, 2 + nsp)))
-    return np.ascontiguousarray(out).reshape((n, o) + tuple(out_sp)).astype(lhs.dtype,
-                                                                             copy=False)
+    xg = x.reshape((n, g, c // g) + x.shape[2:]).astype(acc, copy=False)
+    w = rhs.reshape(g, o // g, (c // g) * kk).astype(acc, copy=False)
+    if kk <= p:   # a slab of the input per kernel offset, [N, G, Cg, out...]
+        cols = np.empty((g, c // g) + tuple(kernel) + (n,) + out_sp, acc)
+        for off in itertools.product(*(range(k) for k in kernel)):
+            sl = tuple(np.s_[i * d:i * d + (m - 1) * st + 1:st] if m else np.s_[0:0]
+                       for i, d, m, st in zip(off, rhs_dilation, out_sp, window_strides))
+            cols[(slice_all, slice_all) + off] = np.moveaxis(xg[(slice_all,) * 3 + sl], 0, 2)
+        out = np.matmul(w, cols.reshape(g, (c // g) * kk, n * p))   # [G, Og, N*P]
+        out = np.moveaxis(out.reshape((o, n) + out_sp), 1, 0)
+    else:   # fewer output positions (a weight gradient's "kernel" is the output): one
+        cols = np.empty((g, n) + out_sp + (c // g,) + tuple(kernel), acc)   # window each
+        for pos in itertools.product(*(range(m) for m in out_sp)):
+            sl = tuple(np.s_[q * st:q * st + (k - 1) * d + 1:d]
+                       for q, k, d, st in zip(pos, kernel, rhs_dilation, window_strides))
+            cols[(slice_all, slice_all) + pos] = np.moveaxis(xg[(slice_all,) * 3 + sl], 0, 1)
+        out = np.matmul(cols.reshape(g, n * p, (c // g) * kk), w.transpose(0, 2, 1))
+        out = out.reshape((g, n) + out_sp + (o // g,))             # -> [N, G, Og, out...]
+        out = out.transpose((1, 0, 2 + len(out_sp)) + tuple(range(2, 2 + len(out_sp))))
+        out = out.reshape((n, o) + out_sp)
+    return np.ascontiguousarray(out).astype(lhs.dtype, copy=False)
 
 
 def _bind_conv(lhs, rhs, **params):
