@@ -5,6 +5,7 @@ Import this module first (before NumPy, JAX or PyTorch) and call `single_thread(
 `use_threads(n)`: the thread-count variables are read when those libraries load.
 """
 import os
+import sys
 import statistics
 import time
 
@@ -29,6 +30,18 @@ def use_threads(n: int) -> int:
     if cores and n < len(cores):
         os.sched_setaffinity(0, set(cores[:n]))
     return n
+
+
+def threads_from_argv(default: int) -> int:
+    """use_threads() for the script's --threads N (or --threads=N; else `default`), read
+    before NumPy, JAX and PyTorch load (they size their pools at import)."""
+    args = sys.argv[1:]
+    for i, a in enumerate(args):
+        if a.startswith("--threads="):
+            return use_threads(int(a.split("=", 1)[1]))
+        if a == "--threads" and i + 1 < len(args):
+            return use_threads(int(args[i + 1]))
+    return use_threads(default)
 
 
 def torch_single_thread():

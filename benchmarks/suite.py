@@ -42,12 +42,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import blas_info, interleave, markdown_table, torch_threads, use_threads  # noqa
+from common import blas_info, interleave, markdown_table, threads_from_argv, torch_threads  # noqa
 
 # the thread count is fixed before NumPy, JAX and PyTorch load (they read it at import)
-_pre = [a for a in sys.argv[1:] if a.startswith("--threads")]
-THREADS = use_threads(int(_pre[0].split("=")[1]) if _pre and "=" in _pre[0] else
-                      int(sys.argv[sys.argv.index("--threads") + 1]) if _pre else 1)
+THREADS = threads_from_argv(1)
 
 import argparse  # noqa: E402
 import json  # noqa: E402

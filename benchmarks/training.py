@@ -19,11 +19,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import blas_info, interleave, markdown_table, use_threads  # noqa: E402
+from common import blas_info, interleave, markdown_table, threads_from_argv  # noqa: E402
 
-_pre = [a for a in sys.argv[1:] if a.startswith("--threads")]
-THREADS = use_threads(int(_pre[0].split("=")[1]) if _pre and "=" in _pre[0] else
-                      int(sys.argv[sys.argv.index("--threads") + 1]) if _pre else 0)
+THREADS = threads_from_argv(0)
 
 import argparse  # noqa: E402
 import time  # noqa: E402
@@ -43,6 +41,24 @@ RNG = np.random.default_rng(0)
 def _init(*shapes, scale=1.0):
     return [(RNG.standard_normal(s) * scale / np.sqrt(s[0] if len(s) > 1 else 1))
             .astype(np.float32) for s in shapes]
+
+
+def _adam_step(jax, jnp, loss, params):
+    """(jitted step(state, *batch) -> (state, loss), (initial state,)): Adam, lr 1e-3,
+    written inline as a JAX user would."""
+    @jax.jit
+    def step(state, *batch):
+        p, m, v, t = state
+        val, g = jax.value_and_grad(loss)(p, *batch)
+        t = t + 1.0
+        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        p = jax.tree_util.tree_map(
+            lambda p, m, v: p - 1e-3 * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t))
+                                                                + 1e-8), p, m, v)
+        return (p, m, v, t), val
+    zeros = jax.tree_util.tree_map(np.zeros_like, params)
+    return step, ((params, zeros, zeros, np.float32(0.0)),)
 
 
 # --- the models, written once for JAX's API ------------------------------------------------
@@ -88,19 +104,7 @@ def make_vae(jax, jnp, lax, nn):
         kl = 0.5 * jnp.sum(jnp.exp(logvar) + mu ** 2 - 1.0 - logvar, axis=1)
         return jnp.mean(kl - rec)
 
-    @jax.jit
-    def step(state, x, eps):
-        p, m, v, t = state
-        val, g = jax.value_and_grad(loss)(p, x, eps)
-        t = t + 1.0
-        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
-        v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
-        p = jax.tree_util.tree_map(
-            lambda p, m, v: p - 1e-3 * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t))
-                                                                + 1e-8), p, m, v)
-        return (p, m, v, t), val
-    zeros = jax.tree_util.tree_map(np.zeros_like, params)
-    return step, ((params, zeros, zeros, np.float32(0.0)),), (x, eps)
+    return (*_adam_step(jax, jnp, loss, params), (x, eps))
 
 
 def make_resnet(jax, jnp, lax, nn):
@@ -164,19 +168,7 @@ def make_transformer(jax, jnp, lax, nn):
         logits = h @ p["emb"].T
         return -jnp.mean(jnp.take_along_axis(nn.log_softmax(logits), y[..., None], axis=-1))
 
-    @jax.jit
-    def step(state, x, y):
-        p, m, v, t = state
-        val, g = jax.value_and_grad(loss)(p, x, y)
-        t = t + 1.0
-        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
-        v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
-        p = jax.tree_util.tree_map(
-            lambda p, m, v: p - 1e-3 * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t))
-                                                                + 1e-8), p, m, v)
-        return (p, m, v, t), val
-    zeros = jax.tree_util.tree_map(np.zeros_like, params)
-    return step, ((params, zeros, zeros, np.float32(0.0)),), (x, y)
+    return (*_adam_step(jax, jnp, loss, params), (x, y))
 
 
 MODELS = {"mlp": make_mlp, "vae": make_vae, "resnet": make_resnet,

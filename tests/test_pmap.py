@@ -216,6 +216,24 @@ def test_a_missing_member_times_out():
     assert isinstance(errs[0], TimeoutError) and "all_gather" in str(errs[0])
 
 
+def _member_events(f, a, b):
+    """pmap(f) on 2 CPU devices, checked against vmap's values; the CPU node slices of
+    its second call, per member thread: {thread: [event, ...]} in order."""
+    with config.override(cpu_devices=2):
+        pf = mx.pmap(f, axis_name="i")
+        pf(a, b)
+        with mx.profiler.trace():
+            got = pf(a, b)
+        events = mx.profiler.events()
+    np.testing.assert_allclose(np.asarray(got), np.asarray(mx.vmap(f, axis_name="i")(a, b)),
+                               rtol=1e-5)
+    rows: dict = {}
+    for e in events:
+        if e["cat"] == "cpu":
+            rows.setdefault(e["tid"], []).append(e)
+    return rows
+
+
 def test_a_collective_starts_early_and_the_plan_computes_while_it_travels():
     """In a CPU plan the psum moves up to where its operand is ready (the hoist pass), runs
     on the member's communication thread, and the plan waits for it only at its first use:
@@ -230,18 +248,10 @@ def test_a_collective_starts_early_and_the_plan_computes_while_it_travels():
     rng = np.random.RandomState(0)
     a = rng.randn(2, 1000).astype(np.float32)
     b = (rng.randn(2, 64, 64) / 8).astype(np.float32)
-    with config.override(cpu_devices=2):
-        pf = mx.pmap(f, axis_name="i")
-        pf(a, b)
-        with mx.profiler.trace():
-            got = pf(a, b)
-        events = mx.profiler.events()
-    np.testing.assert_allclose(np.asarray(got), np.asarray(mx.vmap(f, axis_name="i")(a, b)),
-                               rtol=1e-5)
-    members = {e["tid"] for e in events if e["cat"] == "cpu"}
+    members = _member_events(f, a, b)
     assert len(members) == 2
-    for tid in members:
-        names = [e["name"] for e in events if e["cat"] == "cpu" and e["tid"] == tid]
+    for rows in members.values():
+        names = [e["name"] for e in rows]
         start, wait = names.index("psum (start)"), names.index("psum (wait)")
         chain = [k for k, n in enumerate(names) if n in ("dot_general", "tanh")]
         assert start < min(chain) and max(chain) < wait, names
@@ -262,16 +272,7 @@ def test_collectives_are_issued_in_the_order_their_operands_are_ready():
     rng = np.random.RandomState(1)
     a = rng.randn(2, 100).astype(np.float32)
     b = (rng.randn(2, 32, 32) / 8).astype(np.float32)
-    with config.override(cpu_devices=2):
-        pf = mx.pmap(f, axis_name="i")
-        pf(a, b)
-        with mx.profiler.trace():
-            got = pf(a, b)
-        events = mx.profiler.events()
-    np.testing.assert_allclose(np.asarray(got), np.asarray(mx.vmap(f, axis_name="i")(a, b)),
-                               rtol=1e-5)
-    for tid in {e["tid"] for e in events if e["cat"] == "cpu"}:
-        rows = [e for e in events if e["cat"] == "cpu" and e["tid"] == tid]
+    for rows in _member_events(f, a, b).values():
         names = [e["name"] for e in rows]
         starts = [k for k, n in enumerate(names) if n == "psum (start)"]
         chain = [k for k, n in enumerate(names) if n in ("dot_general", "tanh")]
