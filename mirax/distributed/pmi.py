@@ -7,9 +7,9 @@ MPI libraries do not connect to each other alone: at MPI_Init each process asks 
 manager (mpiexec's, speaking the PMI wire protocol) for its rank and size, publishes its
 address in a key-value store, waits at a barrier, and reads the others' addresses. Process
 0 serves that protocol (PMI-1, the line protocol MPICH's clients speak over `PMI_PORT`) on
-the coordinator's address, from a child process (`main` below: MPI_Init
-holds the GIL while it waits for the answers, so a thread of process 0 could not give
-them); every process points its MPI library at it (PMI_PORT, PMI_ID) before MPI
+the coordinator's address, from a child process (`main` below: MPI_Init holds the GIL
+while it waits for the answers, so a thread of process 0 could not give them); every
+process points its MPI library at it (PMI_PORT, PMI_ID) before MPI
 initializes. After MPI_Init the server is idle (the collectives travel over MPI itself,
 as under mpiexec); it exits when every process has finalized, or its parent has gone.
 
@@ -17,9 +17,9 @@ Protocol (a line of `key=value` words per message): a client connects and says
 `cmd=initack pmiid=<process id>`; the server answers `cmd=initack`, then `cmd=set size=`,
 `cmd=set rank=`, `cmd=set debug=0`. Then requests, each answered: init, get_maxes,
 get_appnum, get_my_kvsname, get_universe_size, put, get, barrier_in (answered
-`cmd=barrier_out` to everyone once all have come), finalize. Supported: MPI libraries with
-MPICH's PMI-1 client (MPICH, the `mpich` wheel of the `distributed` extra; Intel MPI, MVAPICH).
-Open MPI speaks PMIx only: launch it with its own mpirun.
+`cmd=barrier_out` to everyone once all have come), finalize. For MPI libraries with
+MPICH's PMI-1 client; tested with the `mpich` wheel of the `distributed` extra. Open MPI
+speaks PMIx only: launch it with its own mpirun.
 """
 from __future__ import annotations
 

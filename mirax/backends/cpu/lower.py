@@ -98,6 +98,7 @@ def lower(be, graph: Graph):
     body = []
     timed: dict = {}   # line of body -> (node index, what it runs): the profiled lines
     pending: dict = {}   # output var of a started collective -> its node index
+    reading: dict = {}   # var -> started collectives still reading it (its buffer)
 
     def wait(vs):
         """The waits for the started collectives among `vs` (before their use)."""
@@ -111,7 +112,6 @@ def lower(be, graph: Graph):
             for v in cn.inputs:
                 reading[v] -= 1
 
-    reading: dict = {}   # var -> started collectives still reading it (its buffer)
     for i, node in enumerate(graph.nodes):
         prim = node.prim
         wait(node.inputs)
@@ -166,7 +166,7 @@ def lower(be, graph: Graph):
         if dead:
             body.append(f"del {', '.join(name(v) for v in dead)}")
     wait(graph.outputs)
-    wait(list(pending))   # (none left: every output of a node is used or freed)
+    wait(list(pending))   # outputs nobody reads: waited for, so that their errors surface
     ret = f"[{', '.join(name(v) for v in graph.outputs)}]"
     traced = _traced_source(graph, body, timed, ret, args, n_err > 1, env)
     body.append(f"return {ret}")
