@@ -7,10 +7,11 @@ inputs and outputs are touched once. It is used only where it measures faster, w
 decided by the ops in the group:
 - arithmetic, comparisons, select, converts, sqrt (LLVM vectorizes these loops): the Adam
   update runs 4x faster than blocked (0.6 vs 2.4 ms on 400k f32 elements, one thread);
-- float32 exp, tanh and logistic are taken as vecmath.py's branch-free versions, which
-  LLVM vectorizes (within 1, 1.5 and 2.5 ulp); the other transcendental functions, and
-  float64 ones, are not: numba calls scalar libm for them, 3x (exp) to 60x (tanh)
-  slower than NumPy's SIMD loops;
+- float32 exp, tanh, logistic, sin and cos are taken as vecmath.py's branch-free
+  versions, which LLVM vectorizes (within 1, 1.5, 2.5, 0.51 and 0.51 ulp; a loop that
+  meets a sin / cos argument beyond vecmath.SIN_LIMIT runs again with libm's); the other
+  transcendental functions, and float64 ones, are not: numba calls scalar libm for
+  them, 3x (exp) to 60x (tanh) slower than NumPy's SIMD loops;
 - reductions only over the leading axes (bias gradients: `acc[j] += x[i, j]`, the order
   NumPy's axis-0 sum uses); row and full reductions stay with NumPy's pairwise sums.
 
@@ -19,10 +20,10 @@ Layout is blocked.py's: values of shape S are viewed as (L, R) (flat groups as o
 (indexed [i, j]), `lead` ([j]), `trail` ([i]) or `one` ([0]). The loop bounds are
 arguments, so one compiled kernel serves every shape with the same structure (Adam on
 every layer's weight matrix). Elementwise results equal the unfused plan's bit for
-bit (IEEE ops, no fast-math contraction), but for float32 exp, tanh and logistic (within
-their ulp bounds of NumPy's). Kernels are cached in memory and, compiled, on
-disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source hash; MIRAX_NUMBA=0 turns the
-path off. MIRAX_DEBUG=3 prints the source.
+bit (IEEE ops, no fast-math contraction), but for those float32 transcendental functions
+(within their ulp bounds of the exact results, as NumPy's own). Kernels are cached in
+memory and, compiled, on disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source
+hash; MIRAX_NUMBA=0 turns the path off. MIRAX_DEBUG=3 prints the source.
 Threads: kernels are compiled `nogil` and called on parts (rows; a flat group's columns)
 from the thread pool (threads.py). Groups with leading-axis sums have parts of PART
 elements, sum per part and add the parts' sums in part order, so values do not depend on
