@@ -9,12 +9,7 @@ from __future__ import annotations
 import itertools
 import string
 
-from typing import TYPE_CHECKING
-
 from mirax.core.dtypes import short_name
-
-if TYPE_CHECKING:
-    from mirax.graph.graph import Graph
 
 
 def _fresh_names(taken: set):
@@ -51,7 +46,7 @@ def _subgraphs(v) -> list:
     return []
 
 
-def listing(graph: Graph, indent: int = 0, names: dict | None = None,
+def listing(graph, indent: int = 0, names: dict | None = None,
             taken: set | None = None) -> str:
     names = {} if names is None else names
     taken = set() if taken is None else taken

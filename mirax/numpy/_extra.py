@@ -281,22 +281,20 @@ def _index_arrays(idx):
     return tuple(core.asarray(np.asarray(i, np.int32)) for i in idx)
 
 
-def tril_indices(n, k=0, m=None):
-    op = "tril_indices"
+def _tri_indices(op, np_fn, n, k, m):
     n, k = static_int(n, op, "n"), static_int(k, op, "k")
     m = None if m is None else static_int(m, op, "m")
     if n < 0 or (m is not None and m < 0):
         raise ValueError(f"{op}: n and m must be non-negative, got {n}, {m}")
-    return _index_arrays(np.tril_indices(n, k, m))
+    return _index_arrays(np_fn(n, k, m))
+
+
+def tril_indices(n, k=0, m=None):
+    return _tri_indices("tril_indices", np.tril_indices, n, k, m)
 
 
 def triu_indices(n, k=0, m=None):
-    op = "triu_indices"
-    n, k = static_int(n, op, "n"), static_int(k, op, "k")
-    m = None if m is None else static_int(m, op, "m")
-    if n < 0 or (m is not None and m < 0):
-        raise ValueError(f"{op}: n and m must be non-negative, got {n}, {m}")
-    return _index_arrays(np.triu_indices(n, k, m))
+    return _tri_indices("triu_indices", np.triu_indices, n, k, m)
 
 
 def _matrix_shape(arr, op):

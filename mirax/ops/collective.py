@@ -246,18 +246,17 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False):
     """The psum of x, of which member i keeps slice i along `scatter_dimension` (tiled: block
     i of the dimension split in as many blocks as members)."""
     names = axes_env.as_names(axis_name)
-    _size(names, "psum_scatter")
+    n = _size(names, "psum_scatter")
 
     def one(leaf):
         leaf = operand(leaf, "psum_scatter")
         d = _check_axis("psum_scatter", leaf, scatter_dimension)
+        _scatter_size_check(aval_of(leaf), names[0] if len(names) == 1 else names, d,
+                            tiled, n)
         if len(names) == 1:
-            _scatter_size_check(aval_of(leaf), names[0], d, tiled, _size(names, "ps"))
             return psum_scatter_p.bind(leaf, axis_name=names[0], scatter_dimension=d,
                                        tiled=bool(tiled))
         # several names: scatter over the first (tiled blocks), then the next, ...
-        n = _size(names, "psum_scatter")
-        _scatter_size_check(aval_of(leaf), names, d, tiled, n)
         for name in names:
             leaf = psum_scatter_p.bind(leaf, axis_name=name, scatter_dimension=d, tiled=True)
         return leaf if tiled else sh.squeeze(leaf, (d,))

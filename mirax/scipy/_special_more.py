@@ -268,19 +268,20 @@ def kl_div(p, q):
     return rel_entr(p, q) - p + q
 
 
+def _boxcox_of_log(logx, lmbda):
+    """(e^(lmbda logx) - 1) / lmbda, or logx at lmbda = 0 (no 0 / 0 in either branch)."""
+    zero = lmbda == 0
+    safe = mnp.where(zero, 1.0, lmbda)
+    return mnp.where(zero, logx, mnp.expm1(safe * logx) / safe)
+
+
 def boxcox(x, lmbda):
     """(x^lmbda - 1) / lmbda, or log x at lmbda = 0."""
     x, lmbda = _floats(x, lmbda)
-    zero = lmbda == 0
-    safe = mnp.where(zero, 1.0, lmbda)
-    logx = mnp.log(x)
-    return mnp.where(zero, logx, mnp.expm1(safe * logx) / safe)
+    return _boxcox_of_log(mnp.log(x), lmbda)
 
 
 def boxcox1p(x, lmbda):
     """boxcox(1 + x, lmbda), accurate for small x."""
     x, lmbda = _floats(x, lmbda)
-    zero = lmbda == 0
-    safe = mnp.where(zero, 1.0, lmbda)
-    l1p = mnp.log1p(x)
-    return mnp.where(zero, l1p, mnp.expm1(safe * l1p) / safe)
+    return _boxcox_of_log(mnp.log1p(x), lmbda)

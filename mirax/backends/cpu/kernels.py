@@ -275,19 +275,25 @@ def kernel(x, ct, out, s, e):
         else:
             out[i] = half * v * (one + t)
 """ % (_S2PI, _C)
-LOOP_PART = 1 << 15   # elements per part of the compiled gelu loops
+
+
+_gelu_loops: dict = {}   # backward -> its compiled loop (looked up once, not per call)
 
 
 def _gelu_loop(backward: bool):
     """The compiled float32 gelu (or its backward) loop, or None without numba."""
     if not loops.available():
         return None
-    return loops.compiled(_GELU_LOOPS.replace("BACKWARD", str(backward)))
+    loop = _gelu_loops.get(backward)
+    if loop is None:
+        loop = _gelu_loops[backward] = loops.compiled(
+            _GELU_LOOPS.replace("BACKWARD", str(backward)))
+    return loop
 
 
 def _run_loop(kernel, x, ct, out):
     xf, cf, of = (np.ascontiguousarray(a).reshape(-1) for a in (x, ct, out))
-    ps = parts(xf.size, LOOP_PART)
+    ps = parts(xf.size, loops.HEAVY_PART)
     pool.map(lambda i: kernel(xf, cf, of, *ps[i]), len(ps))
 
 

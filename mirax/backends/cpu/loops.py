@@ -66,6 +66,8 @@ _BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
 
 MIN_SIZE = 1 << 12   # elements: below this the call costs more than the unfused ops
 PART = 1 << 17       # elements per part run by one thread of the pool
+HEAVY_PART = PART // 16   # ... and of loops with exp, tanh, sin...: an element costs
+#                           several times an add's
 MIN_OPS = 2
 
 _numba = None
@@ -271,10 +273,9 @@ def compile_fusion(node):
     kinds = [lay.ins[v] for v in ins]
     red_out = [o in red for o in outs]
     even = not red    # no sums: parts spread evenly over the call's threads (any split
-    # gives the same values), at least PART / 2 elements each (PART / 16 with exp, tanh,
-    # sin...: their elements cost several times an add's)
+    # gives the same values), at least PART / 2 elements each (HEAVY_PART with exp, tanh..)
     heavy = any(m.prim.name in _F32_OPS for m in members)
-    most = max(1, (L * R) // (PART // (16 if heavy else 2)))
+    most = max(1, (L * R) // (HEAVY_PART if heavy else PART // 2))
     if len(ps) == 1 and (not even or most == 1):
         def run(*bufs):
             xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]

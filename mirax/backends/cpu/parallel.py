@@ -20,8 +20,7 @@ import math
 
 import numpy as np
 
-from mirax.backends.cpu import threads
-from mirax.backends.cpu.threads import n_threads, parts, pool
+from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, n_threads, parts, pool
 
 # Elements per part: a part should take ~50 us or more (waking a thread and the Python
 # around a part cost ~10-20 us): an exp or tanh on 64k floats does, an add needs 256k.
@@ -142,7 +141,7 @@ def matmul(x, y):
     same BLAS dot product as in the whole call (OpenBLAS blocks K alike for every M)."""
     m, k = x.shape
     n = y.shape[1]
-    t = min(n_threads(), (2 * m * k * n) // threads.GEMM_FLOPS_PER_THREAD)
+    t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
     if t > 1 and m >= MIN_ROWS * t:
         ps = _split(m, t)
         out = np.empty((m, n), np.result_type(x, y))
@@ -163,7 +162,7 @@ def matmul_stack(x, y):
     a product per thread (attention heads), else each product split (matmul)."""
     b, m, k = x.shape
     n = y.shape[2]
-    t = min(n_threads(), (2 * b * m * k * n) // threads.GEMM_FLOPS_PER_THREAD)
+    t = min(n_threads(), (2 * b * m * k * n) // GEMM_FLOPS_PER_THREAD)
     if t <= 1:
         return np.matmul(x, y)
     out = np.empty((b, m, n), np.result_type(x, y))
