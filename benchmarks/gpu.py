@@ -643,10 +643,12 @@ def attention_case(results, checks, peers, mx, csync, rng, dtype, quick=False, T
         return run, csync
     impls = {"mirax jit": lambda: ((lambda: mf(*mq)), csync),
              "mirax forward only": lambda: ((lambda: mfwd(*mq)), csync)}
-    for path in ("simt", "blas") + (() if dtype == "float32" else ("tc",)):
+    for path in ("simt", "blas", "tc"):  # float32 "tc": TF32 (the default precision)
         impls[f"mirax jit ({path})"] = (lambda p: lambda: forced(p))(path)
     if dtype == "float32":
         impls["mirax forward only (blas)"] = lambda: forced("blas", fwd_only=True)
+        impls["mirax jit (highest)"] = lambda: (
+            (lambda: at_precision(mx, mf, "highest")(*mq)), csync)
     ct = mx.device_put(w_h, "cuda").astype(dtype)
 
     def mvjp(q, k, v):  # forward + backward with the cotangent given: no loss around it

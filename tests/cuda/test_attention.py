@@ -3,7 +3,9 @@ composite on the CPU: forward values and the gradients of q, k, v and bias, for 
 option (causal, sliding window, boolean mask, additive bias, scale, cross attention,
 head dims that need padding) in float32, float16 and bfloat16; fully masked rows; jit
 and eager; the fallback for what the kernels do not cover. The default rule runs f16/bf16
-on the tensor-core kernels and float32 on the CUDA-core ones; every case also runs forced
+on the tensor-core kernels and float32 on the CUDA-core ones (tests/cuda/conftest.py sets
+precision "highest"); float32 at precision "default" runs on the tensor-core kernels with
+TF32 operands (each case once more); every case also runs forced
 through the other paths (cuBLAS + row kernels, CUDA cores for f16/bf16), and shapes that
 span several tensor-core tiles (odd lengths, head dims 16 to 128) run on all paths.
 
@@ -29,6 +31,9 @@ pytestmark = pytest.mark.gpu
 BE = runtime.get_device("cuda").backend
 NAMES = ("dot_product_attention", "dot_product_attention_bwd")
 TOL = {"float32": 2e-5, "float16": 2e-2, "bfloat16": 3e-2}
+# TF32 operands keep 10 mantissa bits, as float16: float16's tolerance (the outputs, float32,
+# are not rounded again)
+TOL_TF32 = TOL["float16"]
 
 
 def _rng(*key):
@@ -108,13 +113,14 @@ def _f32(a):
     return np.asarray(mx.asarray(a).astype("float32"))
 
 
-def _check(got, want, dtype, what):
-    tol = TOL[dtype]
+def _check(got, want, tol, what):
+    """got within tol of want; returns the largest error relative to max(1, |want|)."""
     g, w = _f32(got), _f32(want)
     assert g.shape == w.shape, what
     assert np.all(np.isfinite(g)), f"{what}: non-finite values"
     scale = max(1.0, float(np.max(np.abs(w))))
     np.testing.assert_allclose(g, w, rtol=tol, atol=tol * scale, err_msg=what)
+    return float(np.max(np.abs(g - w))) / scale
 
 
 # shapes across several tensor-core tiles (blocks of 64 rows or keys, streamed tiles of 64
@@ -161,6 +167,16 @@ def test_forced_path_matches_composite(c, path, dtype, monkeypatch):
     _compare(c, dtype)
 
 
+@pytest.mark.parametrize("c", CASES + TILE_CASES)
+def test_float32_default_precision_on_tf32_tensor_cores(c):
+    """float32 at precision "default" (JAX's TF32 for float32 products) runs the
+    tensor-core kernels: within TF32's tolerance of the exact composite, and measurably
+    not exact (the forward's error above float32's 2e-5 level would not prove it: above
+    1e-6 of the output's scale, where exact float32 kernels stay near 1e-7)."""
+    err = _compare(c, "float32", precision="default")
+    assert err > 1e-6, f"forward error {err:.2e}: TF32 not in use?"
+
+
 def test_rule():
     f32, bf16 = np.dtype(np.float32), dtypes.bfloat16
     assert attention.path(bf16, 1024, 1024, False) == "tc"
@@ -168,10 +184,20 @@ def test_rule():
     assert attention.path(f32, 1024, 1024, False) == "simt"
     assert attention.path(f32, 1024, 1024, True) == "blas"
     assert attention.path(f32, 64, 64, True) == "simt"
+    for backward in (False, True):
+        assert attention.path(f32, 64, 64, backward, "default") == "tc"
+        assert attention.path(f32, 64, 64, backward, "high") != "tc"
 
 
-def _compare(c, dtype):
+def _compare(c, dtype, precision=None):
+    """Forward and gradients of case c on the GPU against the CPU composite (exact at
+    every precision); returns the forward's error relative to its scale."""
     arrays, kw = _inputs(c, dtype)
+    tol = TOL[dtype]
+    if precision is not None:
+        kw["precision"] = precision
+        if precision == "default" and dtype == "float32":
+            tol = TOL_TF32
     # the oracle: the NumPy composite on the CPU, in float32 on the same (rounded) values
     ref = {k: a.astype("float32") for k, a in arrays.items()}
     rng = _rng("w", c["T"], c["Dv"])
@@ -189,14 +215,15 @@ def _compare(c, dtype):
     before = BE.report[("dot_product_attention", "decomposed")]
     got_o = fwd(dev)
     assert got_o.device.platform == "cuda" and got_o.dtype == arrays["q"].dtype
-    _check(got_o, want_o, dtype, "forward")
+    err = _check(got_o, want_o, tol, "forward")
     wd = mx.device_put(w, "cuda")
     got_g = mx.grad(_loss_fn(kw, wd))(dev)
     for name in want_g:
         assert got_g[name].dtype == arrays[name].dtype, name
-        _check(got_g[name], want_g[name], dtype, f"d{name}")
+        _check(got_g[name], want_g[name], tol, f"d{name}")
     assert BE.report[("dot_product_attention", "decomposed")] == before, "fell back"
     assert not _attn_failures(), _attn_failures()
+    return err
 
 
 def test_fully_masked_rows_zero_and_finite():

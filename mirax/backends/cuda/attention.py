@@ -80,14 +80,14 @@ _DTYPE_CODE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, dtypes.bfloat16
 
 
 # --- the rule ---------------------------------------------------------------------------------
-def path(dtype, T: int, S: int, backward: bool) -> str:
-    """Tensor cores for f16/bf16; float32 on CUDA cores, except the backward of large cases
-    through cuBLAS."""
-    half = np.dtype(dtype) in LOW
+def path(dtype, T: int, S: int, backward: bool, precision: str = "highest") -> str:
+    """Tensor cores for f16/bf16, and for float32 at precision "default" (TF32); exact
+    float32 on CUDA cores, except the backward of large cases through cuBLAS."""
+    tensor_cores = np.dtype(dtype) in LOW or precision == "default"
     p = force_path or config.get("cuda_attn_path") or None
     if p is not None:
-        return "simt" if p == "tc" and not half else p
-    if half:
+        return "simt" if p == "tc" and not tensor_cores else p
+    if tensor_cores:
         return "tc"
     return "blas" if backward and T * S >= BLAS_MIN_SCORES else "simt"
 
@@ -109,12 +109,12 @@ def geometry(d: int, dv: int):
     return None
 
 
-def supported(q, k, v, backward: bool = False) -> str | None:
+def supported(q, k, v, backward: bool = False, precision: str = "highest") -> str | None:
     """None when a kernel path covers these operands, else the reason it does not."""
     if np.dtype(q.dtype) not in _DTYPE_CODE:
         return f"dtype {dtypes.short_name(q.dtype)}"
     d, dv = q.shape[3], v.shape[3]
-    p = path(q.dtype, q.shape[1], k.shape[1], backward)
+    p = path(q.dtype, q.shape[1], k.shape[1], backward, precision)
     if max(d, dv) > MAX_D or min(d, dv) == 0 or (p == "simt" and geometry(d, dv) is None):
         return f"head dims {d}, {dv}"
     if q.shape[0] > 65535 or q.shape[2] > 65535:  # blockIdx.z = batch, blockIdx.y = head
@@ -168,11 +168,11 @@ class _Call:
         self.B, self.T, self.H, self.D0 = q.shape
         self.S, self.DV0 = k.shape[1], v.shape[3]
         self.dtype = np.dtype(q.dtype)
-        # the cuBLAS path's products: TF32 for float32 at "default" (the kernels of the
-        # other paths are exact float32 or f16/bf16 with float32 accumulation anyway)
+        # the cuBLAS path's products: TF32 for float32 at "default", as the "tc" kernels
+        # (the "simt" ones are exact float32)
         self.compute = (COMPUTE_32F_FAST_TF32 if precision == "default" and
                         self.dtype == np.dtype(np.float32) else COMPUTE_32F)
-        self.path = path(self.dtype, self.T, self.S, backward)
+        self.path = path(self.dtype, self.T, self.S, backward, precision)
         mult = 16 if self.path == "tc" else 4
         self.D, self.DV = _pad(self.D0, mult), _pad(self.DV0, mult)
         self.q, self.k = _padded(q, self.D), _padded(k, self.D)
@@ -243,16 +243,18 @@ def tc_tiles(d: int, dv: int) -> dict:
 def _tc(c):
     t = tc_tiles(c.D, c.DV)
     mod = module("tc", c.dtype, **t)
-    ldk, ldv = c.D + 8, c.DV + 8  # shared-memory row strides (elements of 2 bytes)
+    size = c.dtype.itemsize
+    pad = 8 if size == 2 else 4  # the kernels' PAD
+    ldk, ldv = c.D + pad, c.DV + pad      # shared-memory row strides (elements)
     bmf, bmd, bnk = 16 * t["MTF"] * t["NWF"], 16 * t["NWD"], 16 * t["NWK"]
     bnf, bnd, bmq = t["BNF"], t["BND"], t["BMQ"]
     # name: (threads, rows (queries or keys) a block, shared-memory bytes); two stages of
     # each streamed tile
-    kernels = {"mx_tc_fwd": (32 * t["NWF"], bmf, 2 * (bmf * ldk + 2 * bnf * (ldk + ldv))),
-               "mx_tc_stats": (32 * t["NWF"], bmf, 2 * (bmf * ldk + 2 * bnf * ldk)),
-               "mx_tc_dq": (32 * t["NWD"], bmd, 2 * (bmd + 2 * bnd) * (ldk + ldv)),
+    kernels = {"mx_tc_fwd": (32 * t["NWF"], bmf, size * (bmf * ldk + 2 * bnf * (ldk + ldv))),
+               "mx_tc_stats": (32 * t["NWF"], bmf, size * (bmf * ldk + 2 * bnf * ldk)),
+               "mx_tc_dq": (32 * t["NWD"], bmd, size * (bmd + 2 * bnd) * (ldk + ldv)),
                "mx_tc_dkdv": (32 * t["NWK"], bnk,
-                              2 * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)}
+                              size * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)}
 
     def launch(name, n_rows, args):
         threads, rows, smem = kernels[name]
@@ -465,7 +467,7 @@ def impl(be, prim):
         else:
             primals = bufs
         q, k, v, mask, bias = _split(primals, params["has_mask"], params["has_bias"])
-        reason = supported(q, k, v, is_bwd)
+        reason = supported(q, k, v, is_bwd, opts["precision"])
         if reason is not None:
             return fallback(reason, bufs, params)
         if not is_bwd:

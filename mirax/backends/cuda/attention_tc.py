@@ -4,24 +4,64 @@ through two cp.async shared-memory stages). attention_kernels.py prefixes it wit
 #defines and PRELUDE."""
 
 TC = r"""
-// mma.sync m16n8k16 fragments, lane = 4 g + tq: A (16x16, row-major) a0 (g, 2tq..+1),
-// a1 (g+8, 2tq..), a2 (g, 2tq+8..), a3 (g+8, 2tq+8..); B (16x8) b0 (k 2tq..+1, n g),
-// b1 (k 2tq+8..+1, n g); C (16x8) c0 c1 (g, 2tq..+1), c2 c3 (g+8, 2tq..+1). The C fragments
-// of two adjacent n8 tiles are, packed in pairs, the A fragment of a 16x16 block.
+// Products go in k16 steps. 16-bit types: mma.sync m16n8k16, lane = 4 g + tq: A (16x16,
+// row-major) a0 (g, 2tq..+1), a1 (g+8, 2tq..), a2 (g, 2tq+8..), a3 (g+8, 2tq+8..); B (16x8)
+// b0 (k 2tq..+1, n g), b1 (k 2tq+8..+1, n g); C (16x8) c0 c1 (g, 2tq..+1), c2 c3 (g+8,
+// 2tq..+1). The C fragments of two adjacent n8 tiles are, packed in pairs, the A fragment
+// of a 16x16 block.
+// float32 (DTYPE 0, TF32 tensor cores): two mma.sync m16n8k8 a k16 step, A (16x8) a0 (g,
+// tq), a1 (g+8, tq), a2 (g, tq+4), a3 (g+8, tq+4); B (8x8) b0 (k tq, n g), b1 (k tq+4, n g);
+// C as above. An accumulator tile becomes an A operand with its k order permuted within
+// each k8 block (k tq <- column 2 tq, k tq+4 <- column 2 tq + 1), and the B operand it meets
+// is read in that order (frag_b_kn): no lane exchanges. Operands are rounded to TF32.
+// A_N, B_N: the registers of a k16 A fragment and of one n8 tile's k16 B fragment.
 //
 // Tiles: the forward's block holds BMF = 16 MTF NWF query rows (NWF warps of 16 MTF rows:
 // each K/V fragment read from shared memory feeds MTF mma row tiles) and streams K/V tiles
 // of BNF keys; dq's holds BMD = 16 NWD rows, K/V tiles of BND keys; dk/dv's holds
 // BNK = 16 NWK keys and streams Q/dO tiles of BMQ queries. Streamed tiles go through two
 // shared-memory stages filled by cp.async: tile i + 1 loads while tile i is used.
-#define LDK (D + 8)   // shared-memory row strides (+16 bytes: conflict-free ldmatrix)
-#define LDV (DV + 8)
+#if DTYPE == 0
+#define PAD 4  // row strides of 4 mod 32 words: both TF32 fragment reads are conflict-free
+#define A_N 8
+#define B_N 4
+#else
+#define PAD 8  // +16 bytes: conflict-free ldmatrix
+#define A_N 4
+#define B_N 2
+#endif
+#define EPV (16 / (int)sizeof(T))  // elements in 16 bytes (one cp.async)
+#define LDK (D + PAD)              // shared-memory row strides
+#define LDV (DV + PAD)
 #define BMF (16 * MTF * NWF)
 #define BMD (16 * NWD)
 #define BNK (16 * NWK)
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 extern __shared__ __align__(16) unsigned char smem[];  // dynamic: the tiles of one block
+
+#if DTYPE == 0
+__device__ __forceinline__ void mma8(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c += A B over one k16 step (a: A_N registers, b: B_N, one n8 tile).
+__device__ __forceinline__ void mma(float* c, const unsigned* a, const unsigned* b) {
+  mma8(c, a, b[0], b[1]);
+  mma8(c, a + 4, b[2], b[3]);
+}
+__device__ __forceinline__ unsigned tf32(float x) {  // to nearest, ties away from zero
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+// Two values of an output row at column col (even).
+__device__ __forceinline__ void store2(T* row, int col, float lo, float hi) {
+  *reinterpret_cast<float2*>(row + col) = make_float2(lo, hi);
+}
+#else
 #if DTYPE == 1
 #define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 #define CVT2 "cvt.rn.f16x2.f32"
@@ -29,17 +69,20 @@ extern __shared__ __align__(16) unsigned char smem[];  // dynamic: the tiles of 
 #define MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 #define CVT2 "cvt.rn.bf16x2.f32"
 #endif
-
-__device__ __forceinline__ void mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+__device__ __forceinline__ void mma(float* c, const unsigned* a, const unsigned* b) {
   asm(MMA_OP " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {  // lo in the low half
   unsigned r;
   asm(CVT2 " %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
+__device__ __forceinline__ void store2(T* row, int col, float lo, float hi) {
+  *reinterpret_cast<unsigned*>(row + col) = pack2(lo, hi);
+}
+#endif
 __device__ __forceinline__ float ex2(float x) {  // 2^x on the SFU; 2^-inf = 0
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
@@ -67,6 +110,51 @@ template <int N>
 __device__ __forceinline__ void cp_wait() {
   asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
 }
+#if DTYPE == 0
+// A operand: the 16x16 block at (r0, c0) of a row-major shared tile.
+__device__ __forceinline__ void frag_a(unsigned* a, const T* s, int ld, int r0, int c0,
+                                       int lane) {
+  const T* p = s + (r0 + (lane >> 2)) * ld + c0 + (lane & 3);
+#pragma unroll
+  for (int h = 0; h < 2; h++) {  // k8 block c0 + 8 h
+    a[4 * h] = tf32(p[8 * h]);
+    a[4 * h + 1] = tf32(p[8 * ld + 8 * h]);
+    a[4 * h + 2] = tf32(p[8 * h + 4]);
+    a[4 * h + 3] = tf32(p[8 * ld + 8 * h + 4]);
+  }
+}
+// B operands of the n8 tiles n0 and n0 + 8 (b[0..3], b[4..7]) for k16 block k0, from a
+// shared tile stored [n][k] ...
+__device__ __forceinline__ void frag_b_nk(unsigned* b, const T* s, int ld, int n0, int k0,
+                                          int lane) {
+  const T* p = s + (n0 + (lane >> 2)) * ld + k0 + (lane & 3);
+#pragma unroll
+  for (int t = 0; t < 2; t++) {  // n8 tile n0 + 8 t: k tq, tq + 4, tq + 8, tq + 12
+#pragma unroll
+    for (int i = 0; i < 4; i++) b[4 * t + i] = tf32(p[8 * t * ld + 4 * i]);
+  }
+}
+// ... or stored [k][n], in pack_a's permuted k order: k 2 tq, 2 tq + 1, 2 tq + 8, 2 tq + 9.
+__device__ __forceinline__ void frag_b_kn(unsigned* b, const T* s, int ld, int k0, int n0,
+                                          int lane) {
+  const T* p = s + (k0 + 2 * (lane & 3)) * ld + n0 + (lane >> 2);
+#pragma unroll
+  for (int t = 0; t < 2; t++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) b[4 * t + i] = tf32(p[((i >> 1) * 8 + (i & 1)) * ld + 8 * t]);
+  }
+}
+// The A fragment of k-block kb of a 16-row accumulator tile x (P or dS), k permuted.
+__device__ __forceinline__ void pack_a(unsigned* a, float (*x)[4], int kb) {
+#pragma unroll
+  for (int h = 0; h < 2; h++) {
+    a[4 * h] = tf32(x[2 * kb + h][0]);
+    a[4 * h + 1] = tf32(x[2 * kb + h][2]);
+    a[4 * h + 2] = tf32(x[2 * kb + h][1]);
+    a[4 * h + 3] = tf32(x[2 * kb + h][3]);
+  }
+}
+#else
 // Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8.
 __device__ __forceinline__ void ldsm4(unsigned* r, const T* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -92,6 +180,14 @@ __device__ __forceinline__ void frag_b_kn(unsigned* b, const T* s, int ld, int k
                                           int lane) {
   ldsm4t(b, s + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * ld + n0 + (lane >> 4) * 8);
 }
+// The A fragment of k-block kb of a 16-row accumulator tile x (P or dS).
+__device__ __forceinline__ void pack_a(unsigned* a, float (*x)[4], int kb) {
+  a[0] = pack2(x[2 * kb][0], x[2 * kb][1]);
+  a[1] = pack2(x[2 * kb][2], x[2 * kb][3]);
+  a[2] = pack2(x[2 * kb + 1][0], x[2 * kb + 1][1]);
+  a[3] = pack2(x[2 * kb + 1][2], x[2 * kb + 1][3]);
+}
+#endif
 // acc[2 j..2 j + 1] += A (16 x 16 k-block kb of a row-major tile at row r0) times the
 // [n][k] tile's k-block kb, over NB pairs of n8 tiles.
 template <int NB>
@@ -99,10 +195,10 @@ __device__ __forceinline__ void mma_nk(float (*acc)[4], const unsigned* a, const
                                        int kb, int lane) {
 #pragma unroll
   for (int nb = 0; nb < NB; nb++) {
-    unsigned bf[4];
+    unsigned bf[2 * B_N];
     frag_b_nk(bf, s, ld, nb * 16, kb * 16, lane);
-    mma(acc[2 * nb], a, bf[0], bf[1]);
-    mma(acc[2 * nb + 1], a, bf[2], bf[3]);
+    mma(acc[2 * nb], a, bf);
+    mma(acc[2 * nb + 1], a, bf + B_N);
   }
 }
 template <int NB>
@@ -110,10 +206,10 @@ __device__ __forceinline__ void mma_kn(float (*acc)[4], const unsigned* a, const
                                        int kb, int lane) {
 #pragma unroll
   for (int nb = 0; nb < NB; nb++) {
-    unsigned bf[4];
+    unsigned bf[2 * B_N];
     frag_b_kn(bf, s, ld, kb * 16, nb * 16, lane);
-    mma(acc[2 * nb], a, bf[0], bf[1]);
-    mma(acc[2 * nb + 1], a, bf[2], bf[3]);
+    mma(acc[2 * nb], a, bf);
+    mma(acc[2 * nb + 1], a, bf + B_N);
   }
 }
 // The backward's two score-shaped products of a warp's 16 rows: x = A1 B1^T over D and
@@ -129,37 +225,29 @@ __device__ __forceinline__ void two_products(float (*x)[4], float (*y)[4], const
   }
 #pragma unroll
   for (int kb = 0; kb < D / 16; kb++) {
-    unsigned a[4];
+    unsigned a[A_N];
     frag_a(a, a1, LDK, warp * 16, kb * 16, lane);
     mma_nk<NB>(x, a, b1, LDK, kb, lane);
   }
 #pragma unroll
   for (int kb = 0; kb < DV / 16; kb++) {
-    unsigned a[4];
+    unsigned a[A_N];
     frag_a(a, a2, LDV, warp * 16, kb * 16, lane);
     mma_nk<NB>(y, a, b2, LDV, kb, lane);
   }
 }
-// The A fragment of k-block kb of a 16-row accumulator tile x (P or dS).
-__device__ __forceinline__ void pack_a(unsigned* a, float (*x)[4], int kb) {
-  a[0] = pack2(x[2 * kb][0], x[2 * kb][1]);
-  a[1] = pack2(x[2 * kb][2], x[2 * kb][3]);
-  a[2] = pack2(x[2 * kb + 1][0], x[2 * kb + 1][1]);
-  a[3] = pack2(x[2 * kb + 1][2], x[2 * kb + 1][3]);
-}
-
 // Rows [row0, row0 + NR) of a W-wide operand (global row r at src + r * gs) into the
 // shared tile dst[NR][ld] by cp.async, 16 bytes a thread (NTH threads); rows at or past n
 // are zeros.
 template <int NR, int W, int NTH>
 __device__ __forceinline__ void load_rows(T* dst, int ld, const T* __restrict__ src,
                                           long long gs, int row0, int n) {
-  constexpr int PER_ROW = W / 8, ALL = NR * PER_ROW;
+  constexpr int PER_ROW = W / EPV, ALL = NR * PER_ROW;
 #pragma unroll
   for (int j = 0; j < (ALL + NTH - 1) / NTH; j++) {
     const int i = threadIdx.x + j * NTH;
     if (ALL % NTH == 0 || i < ALL) {
-      const int r = i / PER_ROW, c = (i - r * PER_ROW) * 8;
+      const int r = i / PER_ROW, c = (i - r * PER_ROW) * EPV;
       const bool ok = row0 + r < n;
       cp16(dst + r * ld + c, src + (ok ? row0 + r : 0) * gs + c, ok);
     }
@@ -273,7 +361,7 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
   cp_commit();
   cp_wait<1>();  // the Q tile
   __syncthreads();
-  unsigned qf[MTF][D / 16][4];
+  unsigned qf[MTF][D / 16][A_N];
 #pragma unroll
   for (int mt = 0; mt < MTF; mt++) {
 #pragma unroll
@@ -315,12 +403,12 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
       for (int kb = 0; kb < D / 16; kb++) {
 #pragma unroll
         for (int nb = 0; nb < NJ / 2; nb++) {
-          unsigned bf[4];
+          unsigned bf[2 * B_N];
           frag_b_nk(bf, Ks, LDK, nb * 16, kb * 16, lane);
 #pragma unroll
           for (int mt = 0; mt < MTF; mt++) {
-            mma(s[mt][2 * nb], qf[mt][kb], bf[0], bf[1]);
-            mma(s[mt][2 * nb + 1], qf[mt][kb], bf[2], bf[3]);
+            mma(s[mt][2 * nb], qf[mt][kb], bf);
+            mma(s[mt][2 * nb + 1], qf[mt][kb], bf + B_N);
           }
         }
       }
@@ -332,17 +420,17 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
       if (!STATS) {
 #pragma unroll
         for (int kb = 0; kb < BNF / 16; kb++) {
-          unsigned pa[MTF][4];
+          unsigned pa[MTF][A_N];
 #pragma unroll
           for (int mt = 0; mt < MTF; mt++) pack_a(pa[mt], s[mt], kb);
 #pragma unroll
           for (int nb = 0; nb < DV / 16; nb++) {
-            unsigned bf[4];
+            unsigned bf[2 * B_N];
             frag_b_kn(bf, Vs, LDV, kb * 16, nb * 16, lane);
 #pragma unroll
             for (int mt = 0; mt < MTF; mt++) {
-              mma(acc[mt][2 * nb], pa[mt], bf[0], bf[1]);
-              mma(acc[mt][2 * nb + 1], pa[mt], bf[2], bf[3]);
+              mma(acc[mt][2 * nb], pa[mt], bf);
+              mma(acc[mt][2 * nb + 1], pa[mt], bf + B_N);
             }
           }
         }
@@ -361,11 +449,10 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
       if (t >= Tq) continue;
       if (!STATS) {
         const float inv = l > 0.f ? 1.f / l : 0.f;
-        unsigned* orow =
-            reinterpret_cast<unsigned*>(o + (((long long)b * Tq + t) * H + h) * DV);
+        T* orow = o + (((long long)b * Tq + t) * H + h) * DV;
 #pragma unroll
         for (int j = 0; j < NO; j++)
-          orow[j * 4 + tq] = pack2(acc[mt][j][2 * r] * inv, acc[mt][j][2 * r + 1] * inv);
+          store2(orow, 8 * j + 2 * tq, acc[mt][j][2 * r] * inv, acc[mt][j][2 * r + 1] * inv);
       }
       if (lse != nullptr && tq == 0)
         lse[hb * Tq + t] = l > 0.f ? mr[mt][r] * LN2 + logf(l) : INF;
@@ -454,7 +541,7 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
       }
 #pragma unroll
       for (int kb = 0; kb < BND / 16; kb++) {
-        unsigned a[4];
+        unsigned a[A_N];
         pack_a(a, s, kb);
         mma_kn<D / 16>(acc, a, Ks, LDK, kb, lane);
       }
@@ -465,10 +552,10 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   for (int r = 0; r < 2; r++) {
     const int t = r0 + g + 8 * r;
     if (t >= Tq) continue;
-    unsigned* row = reinterpret_cast<unsigned*>(dq + (((long long)b * Tq + t) * H + h) * D);
+    T* row = dq + (((long long)b * Tq + t) * H + h) * D;
 #pragma unroll
     for (int j = 0; j < D / 8; j++)
-      row[j * 4 + tq] = pack2(acc[j][2 * r] * scale, acc[j][2 * r + 1] * scale);
+      store2(row, 8 * j + 2 * tq, acc[j][2 * r] * scale, acc[j][2 * r + 1] * scale);
   }
 }
 
@@ -557,7 +644,7 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
       }
 #pragma unroll
       for (int kb = 0; kb < BMQ / 16; kb++) {
-        unsigned a[4];
+        unsigned a[A_N];
         pack_a(a, st, kb);
         mma_kn<DV / 16>(dva, a, Os, LDV, kb, lane);
         pack_a(a, dpt, kb);
@@ -571,13 +658,12 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
     const int s = n0 + g + 8 * r;
     if (s >= S) continue;
     const long long row = ((long long)b * S + s) * H + h;
-    unsigned* krow = reinterpret_cast<unsigned*>(dk + row * D);
-    unsigned* vrow = reinterpret_cast<unsigned*>(dv + row * DV);
 #pragma unroll
     for (int j = 0; j < D / 8; j++)
-      krow[j * 4 + tq] = pack2(dka[j][2 * r] * scale, dka[j][2 * r + 1] * scale);
+      store2(dk + row * D, 8 * j + 2 * tq, dka[j][2 * r] * scale, dka[j][2 * r + 1] * scale);
 #pragma unroll
-    for (int j = 0; j < DV / 8; j++) vrow[j * 4 + tq] = pack2(dva[j][2 * r], dva[j][2 * r + 1]);
+    for (int j = 0; j < DV / 8; j++)
+      store2(dv + row * DV, 8 * j + 2 * tq, dva[j][2 * r], dva[j][2 * r + 1]);
   }
 }
 """
