@@ -119,9 +119,9 @@ def _member_slice(x, axis, k, device):
     shard when it lies there), on member k's device."""
     if axis is None:
         return _on(x, device) if isinstance(x, Array) else x
-    sh = getattr(x, "sharding", None)
-    if isinstance(sh, PmapSharding) and sh.axis == axis % x.ndim and len(sh.devices) > k \
-            and sh.devices[k] == device:
+    sharding = getattr(x, "sharding", None)
+    if isinstance(sharding, PmapSharding) and sharding.axis == axis % x.ndim \
+            and len(sharding.devices) > k and sharding.devices[k] == device:
         return x.addressable_shards[k].data
     if _device_of(x).platform != "cpu":   # sliced where it lives (no trip through the host)
         return _on(sh.index_in_dim(x, k, axis % x.ndim), device)

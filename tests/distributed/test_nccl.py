@@ -47,3 +47,18 @@ def test_the_collective_is_a_node_of_the_cuda_plan():
                                rtol=1e-5)
     shard = got.addressable_shards[0].data
     assert shard.device.platform == "cuda"
+
+
+def test_device_resident_arguments_stay_on_the_device():
+    """An argument already on the GPU is sliced there for its members (no trip through the
+    host), and the outputs are stacked there; a pmap output fed back in passes its shards
+    as they are."""
+    x = np.random.RandomState(2).randn(N, 3, 5).astype(np.float32)
+    dev = mx.device_put(x, DEVS[0])
+    f = mx.pmap(lambda a: mx.lax.psum(a, "i") * a, axis_name="i", devices=DEVS)
+    got = f(dev)
+    want = x.sum(0) * x
+    assert got.device.platform == "cuda"
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    again = f(got)
+    np.testing.assert_allclose(np.asarray(again), want.sum(0) * want, rtol=1e-4, atol=1e-5)

@@ -226,22 +226,28 @@ def _simt_backward(c, do, delta, dq, dk, dv, dbias):
 
 
 # --- tensor cores -----------------------------------------------------------------------------
-def tc_tiles(d: int, dv: int) -> dict:
+def tc_tiles(d: int, dv: int, dtype) -> dict:
     """The tensor-core kernels' tile #defines for head dims d, dv (multiples of 16).
 
     Forward: NWF warps of 16 MTF query rows over K/V tiles of BNF keys; dq: NWD warps of
     16 rows over BND-key tiles; dk/dv: NWK warps of 16 keys over BMQ-query tiles. Chosen by
-    timing variants on an H200 (bf16, [8,1024,16,64] causal, ms): blocks of 4 warps beat
-    8 (several blocks a multiprocessor keep the tensor cores busy while another block is
-    at its barrier or its softmax): fwd 0.099 (8 warps 0.103; MTF 2, 32 rows a warp,
-    0.125: 251 registers), dq 0.122 (8 warps 0.173), dk/dv with BMQ 32 0.290 (BMQ 64:
-    238 registers, 0.380; 8 warps 0.43)."""
+    timing variants on an H200 (`python benchmarks/attention_tiles.py`, [8,1024,16,64]
+    causal, ms; benchmarks/results/attention_tiles_h200.json). bf16: blocks of 4 warps
+    beat 8 (several blocks a multiprocessor keep the tensor cores busy while another block
+    is at its barrier or its softmax): fwd 0.100 (8 warps 0.101; MTF 2 0.12: 251
+    registers), dq 0.123 (8 warps 0.173), dk/dv with BMQ 16 0.274 (32: 0.289, 64: 0.378).
+    float32 (TF32, fragments twice the registers, tiles twice the bytes): fwd with BNF 32
+    0.195 (64: 0.225), dq with 8 warps over 32-key tiles 0.271 (4 warps, 64 keys: 0.324),
+    dk/dv with BMQ 16 0.479 (32: 0.485)."""
+    if np.dtype(dtype) == np.float32:
+        return {"D": d, "DV": dv, "NWF": 4, "MTF": 1, "BNF": 32, "NWD": 8, "BND": 32,
+                "NWK": 4, "BMQ": 16}
     return {"D": d, "DV": dv, "NWF": 4, "MTF": 1, "BNF": 64, "NWD": 4, "BND": 64, "NWK": 4,
-            "BMQ": 32}
+            "BMQ": 16}
 
 
 def _tc(c):
-    t = tc_tiles(c.D, c.DV)
+    t = tc_tiles(c.D, c.DV, c.dtype)
     mod = module("tc", c.dtype, **t)
     size = c.dtype.itemsize
     pad = 8 if size == 2 else 4  # the kernels' PAD
