@@ -11,32 +11,35 @@ transposes). `mask` (bool, True = attend) and `bias` come 4-d and broadcast to t
 accumulates in float32 (f16/bf16 round on store).
 
 Three paths, one rule (`path`):
-- "tc", f16/bf16: flash attention on tensor cores (mma.sync, float32 accumulation; tiles
+- "tc", f16/bf16, and float32 at precision "default" (TF32 operands, as dot_general's
+  products there): flash attention on tensor cores (mma.sync, float32 accumulation; tiles
   streamed through two cp.async shared-memory stages, `tc_tiles`): the forward keeps no
   T x S matrix; the backward recomputes the row logsumexp (stats kernel), then one kernel
   writes dq (a block per query tile) and one dk, dv (a block per key tile), without
-  atomics. P and dS round to the operand type before their products, as in
-  FlashAttention-2.
-- "blas", float32 backward of large cases (T*S >= BLAS_MIN_SCORES): per batch and chunk of
+  atomics. P and dS round to the operand type (TF32 for float32) before their products,
+  as in FlashAttention-2.
+- "blas", exact float32 backward of large cases (T*S >= BLAS_MIN_SCORES): per batch and chunk of
   heads, the scores as cuBLAS strided-batched SGEMMs (exact float32 at the op's precision
   "highest" and "high"; TF32 tensor cores at "default", as dot_general) into a
   bounded buffer (BLAS_MAX_BYTES), a masked-softmax row kernel, dP by SGEMM, a row kernel
   for dS = P * (dP - delta), and dq, dk, dv by SGEMM (cuBLAS through library's ctypes
   handle, which a CUDA-graph capture can take).
-- "simt", everything else in float32 (the forward; small backwards): flash-attention-style
-  kernels on CUDA cores, TPR threads per query row.
+- "simt", the rest of exact float32 ("high", "highest": the forward; small backwards):
+  flash-attention-style kernels on CUDA cores, TPR threads per query row.
 All paths share delta = rowsum(dO * O) (one kernel). A fully masked row has output 0,
 logsumexp +inf, and gradients 0. `force_path` (or MIRAX_CUDA_ATTN_PATH) overrides the
 rule, for tests and benchmarks.
 
-Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events): bf16 "tc" forward 0.100 ms (was
-0.28), backward 0.52 ms (was 1.03: delta 0.026, stats 0.062, dq 0.122, dk/dv 0.290); jit of
-vjp (forward + backward, no loss) 0.63 ms against torch SDPA's forward + backward 0.42 ms
-in the same process (torch forward 0.075). float32 (unchanged) forward 1.23 ms ("simt";
-"blas" 1.89), backward 3.97 ms ("blas"; "simt" 4.15), torch 0.65 / 1.71. The CUDA-core
-backward takes 3.4x its forward: 8 matrix products' worth of work against 2 (stats 1, dq 3,
-dk/dv 4), one score per thread with a warp shuffle per key. Left on the table in "tc":
-dk/dv (BMQ 32, 159 registers) is still at about a third of the tensor cores' mma.sync rate:
+Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events; benchmarks/gpu.py and
+benchmarks/attention_tiles.py): bf16 "tc" forward 0.100 ms (was 0.28), backward about
+0.49 ms (delta 0.026, stats 0.063, dq 0.123, dk/dv 0.274); jit of vjp (forward +
+backward, no loss) 0.62 ms against torch SDPA's forward + backward 0.39 ms in the same
+process (torch forward 0.064). float32 at "default" ("tc", TF32): forward 0.20 ms, jit of
+value_and_grad 1.19 ms (torch SDPA 0.64 / 2.24, JAX 2.52); exact float32 forward 1.23 ms
+("simt"; "blas" 1.89), backward 3.97 ms ("blas"; "simt" 4.15). The CUDA-core backward
+takes 3.4x its forward: 8 matrix products' worth of work against 2 (stats 1, dq 3, dk/dv
+4), one score per thread with a warp shuffle per key. Left on the table in "tc": dk/dv is
+still at about a third of the tensor cores' mma.sync rate:
 FlashAttention-2 keeps P and dS in shared memory so that each warp's products cover 64 x 32
 tiles (fewer fragment reads per product); the backward recomputes the logsumexp that the
 forward had (the stats kernel, 0.06 ms: the primitive's forward has no second output to
