@@ -137,8 +137,10 @@ def test_mul_reduce_sum_runs_as_einsum(knobs, monkeypatch, capsys):
 
 
 def test_float_div_is_a_raw_ufunc_int_div_truncates(knobs, monkeypatch, capsys):
+    """The unfused plan's code (numba off: small groups would run on the tape,
+    tests/compiler/test_tape.py)."""
     from mirax.compiler import pipeline
-    knobs(debug=3)
+    knobs(debug=3, numba=False)
     monkeypatch.setattr(pipeline, "_register_report", lambda: None)
     x = np.array([1.0, -2.0, 0.0, 3.0], np.float32)
     y = np.array([0.0, 4.0, 0.0, -2.0], np.float32)

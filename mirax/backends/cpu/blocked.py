@@ -28,7 +28,7 @@ import math
 import sys
 
 import numpy as np
-from mirax.backends.cpu import loops
+from mirax.backends.cpu import loops, tape
 from mirax.backends.cpu import kernels
 from mirax.backends.cpu import lower
 from mirax.compiler.pipeline import debug_level
@@ -138,9 +138,10 @@ def layout(members, ins) -> Layout | None:
 
 def accepts(members) -> bool:
     """Whether the CPU runs this fusion group fused (else it stays unfused): as a compiled
-    loop where loops.py takes it, else blocked, with enough elements and ops and values
-    passed between members (else nothing stays in cache)."""
-    if loops.eligible(members):
+    loop where loops.py takes it, on the tape (tape.py) when it is small, else blocked,
+    with enough elements and ops and values passed between members (else nothing stays
+    in cache)."""
+    if loops.eligible(members) or tape.eligible(members):
         return True
     shape = group_shape(members)
     if math.prod(shape) < MIN_SIZE:

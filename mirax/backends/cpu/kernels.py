@@ -26,7 +26,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from mirax.backends.cpu import blocked, loops
+from mirax.backends.cpu import blocked, loops, tape
 from mirax.core.primitive import registry
 from mirax.ops.graph_ops import valid_rows
 from mirax.backends.cpu._rows import scatter_add_rows, scatter_add_rows_range
@@ -116,7 +116,8 @@ def _dot_general(node):
 
 def _fusion(node):
     members = node.params["graph"].nodes
-    return (loops if loops.eligible(members) else blocked).compile_fusion(node)
+    how = loops if loops.eligible(members) else tape if tape.eligible(members) else blocked
+    return how.compile_fusion(node)
 
 
 _SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion, "reduce_sum": parallel.reduction,
