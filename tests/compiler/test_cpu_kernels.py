@@ -8,6 +8,7 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.backends.cpu import kernels
 from mirax.compiler import optimize
+from mirax.core import config
 from mirax.core.avals import ShapedArray
 from mirax.graph.graph import Node, Var
 from mirax.ops.dot import dot_general_p
@@ -152,3 +153,37 @@ def test_float_div_is_a_raw_ufunc_int_div_truncates(knobs, monkeypatch, capsys):
     i = mx.jit(lambda a, b: a // b + a / b)
     ia, ib = np.array([-7, 7], np.int32), np.array([2, -2], np.int32)
     np.testing.assert_allclose(np.asarray(i(ia, ib)), np.array([-4 - 3.5, -4 - 3.5]))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_conv_batch_parts_match_the_reference_at_every_thread_count(knobs, monkeypatch,
+                                                                    threads):
+    """Under jit the CPU runs a big enough convolution on parts of its batch of a fixed
+    size (kernels.CONV_PART multiply-adds, set small here): the same values at every
+    thread count, and the whole call's up to the GEMM's rounding (each batch element is
+    its own columns of the product)."""
+    knobs(cpu_threads=threads)
+    monkeypatch.setattr(kernels, "CONV_PART", 3 * 8 * 16 * 9 * 24 * 24)  # 3 images a part
+    prim = registry["conv_general_dilated"]
+    impl, seen = prim.impl, []
+
+    def spy(lhs, rhs, **params):
+        seen.append(lhs.shape[0])
+        return impl(lhs, rhs, **params)
+    monkeypatch.setattr(prim, "impl", spy)
+    rng = np.random.default_rng(7)
+    lhs = rng.standard_normal((14, 16, 24, 24)).astype(np.float32)
+    rhs = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    params = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1),
+                  rhs_dilation=(1, 1), feature_group_count=1)
+    got = np.asarray(mx.jit(lambda a, b: mx.lax.conv_general_dilated(
+        a, b, (1, 1), ((1, 1), (1, 1))))(lhs, rhs))
+    assert sorted(seen) == [2, 3, 3, 3, 3]
+    want = impl(lhs, rhs, **params)
+    # sums of 144 products in float32: within 144 ulp of the sum of |terms|
+    bound = 144 * 2.0 ** -24 * impl(np.abs(lhs), np.abs(rhs), **params)
+    assert np.all(np.abs(got - want) <= bound)
+    with config.override(cpu_threads=1):
+        one = np.asarray(mx.jit(lambda a, b: mx.lax.conv_general_dilated(
+            a, b, (1, 1), ((1, 1), (1, 1))))(lhs, rhs))
+    np.testing.assert_array_equal(got, one)

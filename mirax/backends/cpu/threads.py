@@ -157,7 +157,8 @@ class Pool:
 
 # primitives whose CPU kernels call BLAS on the pool's threads (plans that hold one run
 # with one BLAS thread: lower.py)
-BLAS_USERS = frozenset({"dot_general", "dot_product_attention", "dot_product_attention_bwd"})
+BLAS_USERS = frozenset({"dot_general", "dot_product_attention", "dot_product_attention_bwd",
+                        "conv_general_dilated"})
 pool = Pool()
 
 
