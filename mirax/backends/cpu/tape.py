@@ -32,8 +32,7 @@ import numpy as np
 from mirax.backends.cpu import loops
 from mirax.compiler.pipeline import debug_level
 
-_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_BOOL = np.dtype(np.bool_)
+_FLOATS, _BOOL = loops._FLOATS, loops._BOOL
 # A call costs about three unfused ops, plus one per input copied in and per output
 # copied out (an unfused NumPy op on a few elements: 0.5-0.7 us; the interpreter's call
 # 0.9 us, its slots 0.7 us, a copy in 0.8 us, out 0.6 us): shorter groups stay unfused.

@@ -241,20 +241,22 @@ def tc_tiles(d: int, dv: int, dtype) -> dict:
     registers), dq 0.123 (8 warps 0.173), dk/dv with BMQ 16 0.274 (32: 0.289, 64: 0.378).
     float32 (TF32, fragments twice the registers, tiles twice the bytes): fwd with BNF 32
     0.195 (64: 0.225), dq with 8 warps over 32-key tiles 0.271 (4 warps, 64 keys: 0.324),
-    dk/dv with BMQ 16 0.479 (32: 0.485)."""
+    dk/dv with BMQ 16 0.479 (32: 0.485).
+
+    PAD pads shared-memory rows (elements): 16 bytes for 16-bit types makes ldmatrix
+    conflict-free; float32 rows of 4 mod 32 words make both TF32 fragment reads so."""
     if np.dtype(dtype) == np.float32:
-        return {"D": d, "DV": dv, "NWF": 4, "MTF": 1, "BNF": 32, "NWD": 8, "BND": 32,
-                "NWK": 4, "BMQ": 16}
-    return {"D": d, "DV": dv, "NWF": 4, "MTF": 1, "BNF": 64, "NWD": 4, "BND": 64, "NWK": 4,
-            "BMQ": 16}
+        return {"D": d, "DV": dv, "PAD": 4, "NWF": 4, "MTF": 1, "BNF": 32, "NWD": 8,
+                "BND": 32, "NWK": 4, "BMQ": 16}
+    return {"D": d, "DV": dv, "PAD": 8, "NWF": 4, "MTF": 1, "BNF": 64, "NWD": 4, "BND": 64,
+            "NWK": 4, "BMQ": 16}
 
 
 def _tc(c):
     t = tc_tiles(c.D, c.DV, c.dtype)
     mod = module("tc", c.dtype, **t)
     size = c.dtype.itemsize
-    pad = 8 if size == 2 else 4  # the kernels' PAD
-    ldk, ldv = c.D + pad, c.DV + pad      # shared-memory row strides (elements)
+    ldk, ldv = c.D + t["PAD"], c.DV + t["PAD"]   # shared-memory row strides (elements)
     bmf, bmd, bnk = 16 * t["MTF"] * t["NWF"], 16 * t["NWD"], 16 * t["NWK"]
     bnf, bnd, bmq = t["BNF"], t["BND"], t["BMQ"]
     # name: (threads, rows (queries or keys) a block, shared-memory bytes); two stages of

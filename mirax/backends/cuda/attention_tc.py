@@ -22,16 +22,14 @@ TC = r"""
 // BNK = 16 NWK keys and streams Q/dO tiles of BMQ queries. Streamed tiles go through two
 // shared-memory stages filled by cp.async: tile i + 1 loads while tile i is used.
 #if DTYPE == 0
-#define PAD 4  // row strides of 4 mod 32 words: both TF32 fragment reads are conflict-free
 #define A_N 8
 #define B_N 4
 #else
-#define PAD 8  // +16 bytes: conflict-free ldmatrix
 #define A_N 4
 #define B_N 2
 #endif
 #define EPV (16 / (int)sizeof(T))  // elements in 16 bytes (one cp.async)
-#define LDK (D + PAD)              // shared-memory row strides
+#define LDK (D + PAD)              // shared-memory row strides (PAD: attention.tc_tiles)
 #define LDV (DV + PAD)
 #define BMF (16 * MTF * NWF)
 #define BMD (16 * NWD)
