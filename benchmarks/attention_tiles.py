@@ -3,10 +3,10 @@
 current sizes, q/k/v [B, T, H, D] causal (default [8, 1024, 16, 64]), bf16 and float32
 (TF32 at precision "default").
 
-Rows: fwd (NWF warps of 16 MTF query rows, BNF-key tiles), stats (the same tiles), dq (NWD
-warps, BND-key tiles) and dkdv (NWK warps, BMQ-query tiles), milliseconds a call (median of
-`--reps` batches of 10 calls); a variant that does not compile or launch is reported with
-its error. The sizes `tc_tiles` returns are marked with *.
+Rows: fwd (NWF warps of 16 MTF query rows, BNF-key tiles; it writes the rows' logsumexp
+that the backward reads), dq (NWD warps, BND-key tiles) and dkdv (NWK warps, BMQ-query
+tiles), milliseconds a call (median of `--reps` batches of 10 calls); a variant that does
+not compile or launch is reported with its error. The sizes `tc_tiles` returns are marked with *.
 
     PYTHONPATH=. python benchmarks/attention_tiles.py [--dtype bfloat16,float32]
         [--shape 8,1024,16,64] [--reps 5] [--json out.json]
@@ -54,19 +54,17 @@ def main():
                             precision="default")
         assert c.path == "tc", c.path
         base = attention.tc_tiles(D, D, c.dtype)
-        o = attention.forward(q, k, v, None, None, scale=c.scale, is_causal=True, window=None,
-                              precision="default")
-        delta = attention._delta(c, do, o)
-        lse = cp.empty((B, H, T), cp.float32)
+        o, lse = attention.forward(q, k, v, None, None, scale=c.scale, is_causal=True,
+                                   window=None, precision="default")
+        delta = attention._delta(c, do, o, cp.zeros_like(lse))
         out = {n: cp.empty_like(x) for n, x in (("o", q), ("dq", q), ("dk", k), ("dv", v))}
         common = (attention._ptr(c.q), attention._ptr(c.k), attention._ptr(c.v),
                   attention._ptr(do), attention._ptr(lse), attention._ptr(delta))
         calls = {
             "fwd": ("mx_tc_fwd", T, (attention._ptr(c.q), attention._ptr(c.k),
                                      attention._ptr(c.v), attention._ptr(out["o"]),
-                                     np.uint64(0), *c.extra, *c.dims, c.scale)),
-            "stats": ("mx_tc_stats", T, (attention._ptr(c.q), attention._ptr(c.k),
-                                         attention._ptr(lse), *c.extra, *c.dims, c.scale)),
+                                     attention._ptr(cp.empty_like(lse)), *c.extra, *c.dims,
+                                     c.scale)),
             "dq": ("mx_tc_dq", T, (*common, attention._ptr(out["dq"]), *c.extra, *c.dims,
                                    c.scale)),
             "dkdv": ("mx_tc_dkdv", T, (*common, attention._ptr(out["dk"]),
@@ -75,7 +73,7 @@ def main():
         }
         rows = {}
         for group, (names, values) in VARIANTS.items():
-            kernels = ("fwd", "stats") if group == "fwd" else (group,)
+            kernels = (group,)
             for val in values:
                 tiles = dict(base, **dict(zip(names.split(), val)))
                 label = " ".join(f"{n}={x}" for n, x in zip(names.split(), val))

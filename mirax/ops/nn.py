@@ -537,6 +537,11 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5):
 # q [B,T,H,D], k [B,S,H,D], v [B,S,H,Dv]; mask (bool, True = attend) and bias broadcast to
 # the scores [B,H,T,S]. Masked scores drop out of the softmax entirely, so a fully masked
 # row has probabilities 0: its output is 0 and its gradients are finite.
+# The primitive has two outputs: the attention [B,T,H,Dv] and each query row's logsumexp
+# over its attended scores [B,H,T] (float32 for 16-bit and float32 operands; +inf for a row
+# that attends nothing, so that exp(score - lse) is 0 there). The fused backward kernels
+# take P = exp(score - lse) from it instead of recomputing the softmax statistics, as
+# FlashAttention does; dot_product_attention returns the first output.
 def _attn_split(args, has_mask, has_bias):
     q, k, v, rest = args[0], args[1], args[2], list(args[3:])
     mask = rest.pop(0) if has_mask else None
@@ -582,11 +587,28 @@ def _attn_body(*args, scale, is_causal, window, has_mask, has_bias, precision="d
         p = div(e, _back(den, s.shape, (3,)))
     o = dot_ops.dot_general(p, v, (((3,), (1,)), ((0, 1), (0, 2))),
                             precision=precision)  # [B,H,T,Dv]
-    return shape_ops.transpose(o, (0, 2, 1, 3))
+    return [shape_ops.transpose(o, (0, 2, 1, 3)), _attn_lse(s, valid)]
+
+
+def _lse_dtype(dtype):
+    return np.dtype(np.float64) if np.dtype(dtype) == np.float64 else np.dtype(np.float32)
+
+
+def _attn_lse(s, valid):
+    """The rows' logsumexp of the scores s [B,H,T,S] over the attended keys: [B,H,T]."""
+    s = convert_element_type(s, _lse_dtype(s.dtype))
+    if valid is not None:
+        s = select(valid, s, add(zeros_like(s), -np.inf))
+    m = _safe_max(s, (3,))
+    den = reduce_sum(exp(sub(s, _back(m, s.shape, (3,)))), (3,))
+    some = gt(den, 0)
+    lse = add(log(select(some, den, add(zeros_like(den), 1.0))), m)
+    return select(some, lse, add(zeros_like(lse), np.inf))
 
 
 @quiet_np
 def _attn_probs_np(q, k, mask, bias, scale, is_causal, window):
+    """(P [B,H,T,S], the rows' logsumexp [B,H,T]) as the body computes them."""
     s = np.matmul(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)) * scale
     if bias is not None:
         s = s + bias
@@ -595,17 +617,23 @@ def _attn_probs_np(q, k, mask, bias, scale, is_causal, window):
         local = _attn_window_np(s.shape[2], s.shape[3], is_causal, window)
         valid = local if valid is None else valid & local
     if valid is None:
-        return _softmax_impl(s, axes=(-1,))
-    sm = np.where(valid, s, np.finfo(s.dtype).min)
-    e = np.where(valid, np.exp(sm - sm.max(-1, keepdims=True)), 0)
+        m = _np_safe_max(s, (-1,))
+        e = np.exp(s - m)
+    else:
+        sm = np.where(valid, s, np.finfo(s.dtype).min)
+        m = sm.max(-1, keepdims=True)
+        e = np.where(valid, np.exp(sm - m), 0)
     den = e.sum(-1, keepdims=True)
-    return cast_like(e / np.where(den > 0, den, 1), q)
+    some = den > 0
+    ldt = _lse_dtype(s.dtype)
+    lse = np.where(some, m.astype(ldt) + np.log(np.where(some, den, 1).astype(ldt)), np.inf)
+    return cast_like(e / np.where(some, den, 1), q), lse[..., 0].astype(ldt)
 
 
 def _attn_impl(*args, scale, is_causal, window, has_mask, has_bias, precision="default"):
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
-    p = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)
-    return cast_like(np.matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), q)
+    p, lse = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)
+    return [cast_like(np.matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), q), lse]
 
 
 def _np_unbroadcast(g, shape):
@@ -614,14 +642,15 @@ def _np_unbroadcast(g, shape):
     return np.sum(g, axis=axes).reshape(shape) if axes else g
 
 
-def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask, has_bias,
-                   precision="default"):
+def _attn_bwd_impl(ct, ct_lse, out, lse, *args, wrt, nout, scale, is_causal, window,
+                   has_mask, has_bias, precision="default"):
     q, k, v, mask, bias = _attn_split(args, has_mask, has_bias)
-    p = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)  # [B,H,T,S]
+    p, _ = _attn_probs_np(q, k, mask, bias, scale, is_causal, window)  # [B,H,T,S]
     do = ct.transpose(0, 2, 1, 3)  # [B,H,T,Dv]
     dv = np.matmul(p.transpose(0, 1, 3, 2), do)  # [B,H,S,Dv]
     dp = np.matmul(do, v.transpose(0, 2, 3, 1))  # [B,H,T,S]
-    ds = p * (dp - np.sum(dp * p, -1, keepdims=True))  # softmax backward
+    # the softmax backward, and lse's (d lse / d score = P): ds = P (dP - <dP, P> + ct_lse)
+    ds = p * (dp - np.sum(dp * p, -1, keepdims=True) + ct_lse[..., None])
     grads = {
         0: np.matmul(ds, k.transpose(0, 2, 1, 3)) * scale,  # [B,H,T,D]
         1: np.matmul(ds.transpose(0, 1, 3, 2), q.transpose(0, 2, 1, 3)) * scale,
@@ -634,7 +663,7 @@ def _attn_bwd_impl(ct, out, *args, wrt, nout, scale, is_causal, window, has_mask
 
 
 dot_product_attention_p = composite("dot_product_attention", _attn_body, impl=_attn_impl,
-                                    bwd_impl=_attn_bwd_impl)
+                                    multiple_results=True, bwd_impl=_attn_bwd_impl)
 dot_product_attention_p.format_params = dot_ops.hide_default_precision
 dot_product_attention_p.bwd.format_params = dot_ops.hide_default_precision
 
@@ -685,6 +714,7 @@ def dot_product_attention(
             raise ValueError(f"{op}: sliding_window must be a non-negative int or a pair "
                              f"(left, right) of them, got {w}")
     scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else static_float(scale, op, "scale")
-    return dot_product_attention_p.bind(*args, scale=scale, is_causal=bool(is_causal),
-                                        window=sliding_window, has_mask=mask is not None,
-                                        has_bias=bias is not None, precision=prec)
+    out, _ = dot_product_attention_p.bind(*args, scale=scale, is_causal=bool(is_causal),
+                                          window=sliding_window, has_mask=mask is not None,
+                                          has_bias=bias is not None, precision=prec)
+    return out

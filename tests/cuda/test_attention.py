@@ -247,6 +247,51 @@ def test_fully_masked_rows_zero_and_finite():
     assert not _attn_failures(), _attn_failures()
 
 
+@pytest.mark.parametrize("path,dtype,precision", [
+    ("tc", "bfloat16", "highest"), ("tc", "float32", "default"), ("simt", "float32", "highest"),
+    ("blas", "float32", "highest"), ("simt", "float16", "highest")])
+def test_logsumexp_output_and_its_cotangent(path, dtype, precision, monkeypatch):
+    """The primitive's second output (each row's logsumexp, float32, +inf for a row that
+    attends nothing) from every path's forward kernel against the CPU composite, and the
+    gradients of a loss of both outputs (the lse cotangent enters the backward through
+    delta) against it."""
+    from mirax.ops.nn import dot_product_attention_p as attn
+    monkeypatch.setattr(attention, "force_path", path)
+    c = dict(B=2, T=70, S=70, H=2, D=32, Dv=32, mask="full", bias=None, causal=True,
+             window=None, scale=None)
+    arrays, kw = _inputs(c, dtype)
+    mask = kw["mask"]
+    params = dict(scale=1 / np.sqrt(32), is_causal=True, window=None, has_mask=True,
+                  has_bias=False, precision=precision)
+    rng = _rng("lse", dtype)
+    w_o = rng.standard_normal((2, 70, 2, 32)).astype(np.float32)
+    w_l = rng.standard_normal((2, 2, 70)).astype(np.float32)
+    w_l[~mask.any(-1)] = 0.0  # rows that attend nothing (lse +inf) stay out of the loss
+
+    def run(arrays, device):
+        m, wo, wl = (mx.device_put(a, device) for a in (mask, w_o, w_l))
+
+        def loss(a):
+            o, lse = attn.bind(a["q"], a["k"], a["v"], m, **params)
+            lse = mx.numpy.where(wl != 0, lse, 0.0)
+            return (o.astype("float32") * wo).sum() + (lse * wl).sum()
+        lse = attn.bind(arrays["q"], arrays["k"], arrays["v"], m, **params)[1]
+        return lse, mx.grad(loss)(arrays)
+
+    ref = {k: a.astype("float32") for k, a in arrays.items()}
+    want_l, want_g = run(ref, "cpu")
+    got_l, got_g = run(_to(arrays, "cuda"), "cuda")
+    assert got_l.dtype == np.float32
+    gl, wl = np.asarray(got_l), np.asarray(want_l)
+    empty = ~mask.any(-1)
+    assert empty.any() and np.all(gl[empty] == np.inf)
+    tol = TOL_TF32 if precision == "default" else TOL[dtype]
+    np.testing.assert_allclose(gl[~empty], wl[~empty], rtol=tol, atol=tol)
+    for name in want_g:
+        _check(got_g[name], want_g[name], tol, f"d{name}")
+    assert not _attn_failures(), _attn_failures()
+
+
 def test_jit_grad_uses_the_kernels():
     rng = _rng("jit")
     q, k, v = (mx.device_put(rng.standard_normal((2, 64, 4, 32)).astype(np.float32), "cuda")

@@ -305,6 +305,29 @@ def test_fused_elementwise_kernel_matches_unfused():
     assert not codegen.failures, codegen.failures
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8"])
+def test_flat_kernel_vectors_tails_and_offsets(dtype):
+    """The flat elementwise kernel moves four neighbouring values a thread as one vector:
+    sizes that leave 1 to 3 values over, broadcast blocks of 7 values (moved one by one)
+    and 8 (a vector too), a bool second output, and an
+    operand sliced one element in (off the vectors' alignment where the slice is a view):
+    values as on the CPU."""
+    def f(x, y, b):
+        x = x[1:].reshape(y.shape)
+        return (x * 3 + y) - b, x > y
+    rng = _rng("flat", dtype)
+    for m, width in ((1, 7), (2, 7), (3, 7), (4, 7), (587, 7), (3, 8), (587, 8)):
+        x = (rng.standard_normal(width * m + 1) * 4).astype(dtype)
+        y, b = ((rng.standard_normal(sh) * 4).astype(dtype) for sh in ((m, width), (width,)))
+        got = mx.jit(f)(_cuda(x), _cuda(y), _cuda(b))
+        want = f(mx.asarray(x), mx.asarray(y), mx.asarray(b))
+        tol = 2e-3 if dtype == "float16" else 1e-6
+        _close(got[0], want[0], tol, tol)
+        np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+    from mirax.backends.cuda import codegen
+    assert not codegen.failures, codegen.failures
+
+
 def test_fused_reduction_kernel():
     def f(x):
         return mnp.sum(mnp.exp(x) * 2.0 + 1.0, axis=1), mnp.max(mnp.abs(x) - 1.0, axis=0)

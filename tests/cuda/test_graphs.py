@@ -191,6 +191,31 @@ def test_jit_and_grad_compose_with_graphs(knobs, monkeypatch):
     assert not any(k[0] == "call" for k in BE.failures), BE.failures
 
 
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_complex_products_are_captured(knobs, dtype):
+    """Complex products (CGEMM / ZGEMM, 2-d and batched) call cuBLAS through library's own
+    handle, so their plans are captured; the replays give the plain call's values, within
+    the products' rounding (k eps |a| |b|) of complex128 NumPy."""
+    knobs(cuda_graphs="1")
+    rng = np.random.default_rng(11)
+
+    def cplx(*shape):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    a, b = cplx(3, 40, 24), cplx(3, 24, 16)
+    f = mx.jit(lambda x, y: mnp.matmul(x, y) + mnp.matmul(x[0], y[0]))
+    before = dict(graphs.stats)
+    outs = [np.asarray(f(_cuda(a), _cuda(b))) for _ in range(4)]
+    assert graphs.stats["captured"] == before["captured"] + 1, list(graphs.failures)
+    assert graphs.stats["replays"] > before["replays"]
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+    a2, b2 = a.astype(np.complex128), b.astype(np.complex128)
+    want = a2 @ b2 + a2[0] @ b2[0]
+    bound = 2 * 24 * np.finfo(dtype).eps * (np.abs(a2) @ np.abs(b2) +
+                                            np.abs(a2[0]) @ np.abs(b2[0]))
+    assert np.all(np.abs(outs[-1] - want) <= bound)
+
+
 def test_training_loop_with_graphs_matches_without(knobs, monkeypatch):
     """An Adam-like step carried across calls: captured and plain runs agree step by step."""
     def step(p, m, x):

@@ -189,3 +189,27 @@ def test_attention_blas_path_follows_the_precision(monkeypatch):
         np.testing.assert_allclose(e, r, rtol=2e-5, atol=2e-5 * scale)  # as test_attention
         err = float(np.max(np.abs(t - r)))
         assert 1e-6 * scale < err <= 2.0 ** -7 * scale, err / scale  # TF32 is in use
+
+
+def test_k_strided_tf32_products_are_laid_out_k_major(monkeypatch):
+    """A TF32 product whose operands both have k strided (a^T b with a, b row-major: a
+    weight gradient) transposes the smaller operand first (library.RELAYOUT_MACS, lowered
+    here): the transpose kernel is exact, and the products stay within TF32's bound, for
+    either operand transposed."""
+    monkeypatch.setattr(library, "RELAYOUT_MACS", 1)
+    rng = np.random.default_rng(9)
+    x = cp.asarray(rng.standard_normal((37, 70)).astype(np.float32))
+    np.testing.assert_array_equal(cp.asnumpy(library._transposed(x)), cp.asnumpy(x).T)
+    for (k, m, n) in ((512, 96, 160), (512, 160, 96)):  # a smaller, b smaller
+        h, g = _operands(10, (k, m), (k, n))
+        got = mx.jit(lambda h, g: mnp.matmul(h.T, g, precision="default"))(_cuda(h), _cuda(g))
+        assert F32_LEVEL < _rel_err(got, h.T, g) <= TF32_BOUND
+        a, b = cp.asarray(h).T, cp.asarray(g)
+        assert a.flags.f_contiguous and b.flags.c_contiguous
+        ka, kb = library._k_major(a, b)
+        if m <= n:  # a is the smaller: a row-major copy of it
+            assert ka.flags.c_contiguous and kb is b
+        else:       # b is: a column-major copy of it
+            assert kb.flags.f_contiguous and ka is a
+        np.testing.assert_array_equal(cp.asnumpy(ka), cp.asnumpy(a))
+        np.testing.assert_array_equal(cp.asnumpy(kb), cp.asnumpy(b))

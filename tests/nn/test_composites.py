@@ -245,6 +245,46 @@ def test_fully_masked_attention_row_is_zero_with_finite_grads():
     assert np.all(np.isfinite(np.asarray(h)))
 
 
+def test_attention_logsumexp_output():
+    """The primitive's second output, the rows' logsumexp over attended scores (what the
+    fused backward kernels read), against NumPy in float64, from the fused impl, under jit
+    and from the body (vmap inlines it); +inf for a row that attends nothing. Derivatives
+    of both outputs together against central differences, through the fused backward and
+    through the body's."""
+    from mirax.ops.nn import dot_product_attention_p as attn
+
+    q, k, v = rnd(1, 3, 2, 4), rnd(1, 5, 2, 4), rnd(1, 5, 2, 4)
+    mask = np.ones((1, 2, 3, 5), bool)
+    mask[0, 1, 2] = False  # query 2 of head 1 sees nothing
+    mask[0, 0, 1, 3] = False
+    params = dict(scale=0.7, is_causal=False, window=None, has_mask=True, has_bias=False,
+                  precision="highest")
+    s = np.einsum("bthd,bshd->bhts", q, k) * 0.7
+    with np.errstate(divide="ignore"):
+        want = np.log(np.where(mask, np.exp(s), 0).sum(-1))
+    want[0, 1, 2] = np.inf
+    lse = lambda q, k, v: attn.bind(q, k, v, mask, **params)[1]  # noqa: E731
+    batched = mx.vmap(lse, in_axes=(None, None, 0))(q, k, v[None])[0]
+    for got in (lse(q, k, v), mx.jit(lse)(q, k, v), batched):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-13)
+
+    w_o, w_l = rnd(1, 3, 2, 4), rnd(1, 2, 3)
+    w_l[0, 1, 2] = 0.0  # the +inf entry stays out of the loss
+
+    def loss(q, k, v):
+        o, l = attn.bind(q, k, v, mask, **params)
+        l = mx.numpy.where(mx.numpy.isfinite(l), l, 0.0)
+        return (o * w_o).sum() + (l * w_l).sum()
+
+    check_grads(loss, (q, k, v), order=1, modes="rev")
+    # the body's backward (vmap of grad inlines the composites) agrees with the kernel's
+    g_fused = mx.grad(loss, argnums=(0, 1, 2))(q, k, v)
+    g_body = mx.vmap(mx.grad(loss, argnums=(0, 1, 2)), in_axes=(None, None, 0))(
+        q, k, v[None])
+    for a, b in zip(g_fused, g_body):
+        np.testing.assert_allclose(np.asarray(b)[0], np.asarray(a), rtol=1e-10, atol=1e-12)
+
+
 def test_relu_and_friends_at_zero():
     x = np.array([-1.0, 0.0, 2.0])
     np.testing.assert_array_equal(np.asarray(mx.grad(lambda x: nn.relu(x).sum())(x)),

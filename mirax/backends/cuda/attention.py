@@ -208,18 +208,15 @@ def _simt(c):
     return mod, (lambda n: (-(-n // rows), c.H, c.B))
 
 
-def _simt_forward(c, o):
+def _simt_forward(c, o, lse):
     mod, grid = _simt(c)
     mod.get_function("mx_attn_fwd")(
-        grid(c.T), (NT,), (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), np.uint64(0), *c.extra,
+        grid(c.T), (NT,), (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse), *c.extra,
                            *c.dims, c.scale))
 
 
-def _simt_backward(c, do, delta, dq, dk, dv, dbias):
+def _simt_backward(c, do, lse, delta, dq, dk, dv, dbias):
     mod, grid = _simt(c)
-    lse = cp.empty((c.B, c.H, c.T), cp.float32)
-    mod.get_function("mx_attn_stats")(
-        grid(c.T), (NT,), (_ptr(c.q), _ptr(c.k), _ptr(lse), *c.extra, *c.dims, c.scale))
     common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
     mod.get_function("mx_attn_dq")(
         grid(c.T), (NT,), (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
@@ -262,7 +259,6 @@ def _tc(c):
     # name: (threads, rows (queries or keys) a block, shared-memory bytes); two stages of
     # each streamed tile
     kernels = {"mx_tc_fwd": (32 * t["NWF"], bmf, size * (bmf * ldk + 2 * bnf * (ldk + ldv))),
-               "mx_tc_stats": (32 * t["NWF"], bmf, size * (bmf * ldk + 2 * bnf * ldk)),
                "mx_tc_dq": (32 * t["NWD"], bmd, size * (bmd + 2 * bnd) * (ldk + ldv)),
                "mx_tc_dkdv": (32 * t["NWK"], bnk,
                               size * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)}
@@ -279,15 +275,13 @@ def _tc(c):
     return launch
 
 
-def _tc_forward(c, o):
-    _tc(c)("mx_tc_fwd", c.T, (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), np.uint64(0),
+def _tc_forward(c, o, lse):
+    _tc(c)("mx_tc_fwd", c.T, (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse),
                               *c.extra, *c.dims, c.scale))
 
 
-def _tc_backward(c, do, delta, dq, dk, dv, dbias):
+def _tc_backward(c, do, lse, delta, dq, dk, dv, dbias):
     launch = _tc(c)
-    lse = cp.empty((c.B, c.H, c.T), cp.float32)
-    launch("mx_tc_stats", c.T, (_ptr(c.q), _ptr(c.k), _ptr(lse), *c.extra, *c.dims, c.scale))
     common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
     launch("mx_tc_dq", c.T, (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
     launch("mx_tc_dkdv", c.S, (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra, *c.dims,
@@ -358,26 +352,29 @@ class _Blas:
         t = self.t if dtype is None else dtype
         return (x.data.ptr, t, c.S, c.T * c.S, trans)
 
-    def probs(self, b, h0, nh):
-        """P of the chunk: scores = q k^T by SGEMM, then the masked-softmax row kernel."""
+    def probs(self, b, h0, nh, lse=None):
+        """P of the chunk: scores = q k^T by SGEMM, then the masked-softmax row kernel
+        (which writes the rows' logsumexp into `lse` when given)."""
         c = self.c
         _gemm(c.T, c.S, c.D, self.op(c.q, b, h0, c.T, c.D), self.op(c.k, b, h0, c.S, c.D, True),
               self.scores(self.sc, dtype=self.f32)[:4], nh, compute=c.compute)
         self.aux.get_function("mx_rows_softmax")(
-            (-(-nh * c.T // 4),), (128,), (_ptr(self.sc), _ptr(self.p), *c.extra, np.int32(b),
-                                          np.int32(h0), np.int32(nh), np.int32(c.T),
-                                          np.int32(c.S), c.scale))
+            (-(-nh * c.T // 4),), (128,), (_ptr(self.sc), _ptr(self.p), _ptr(lse), *c.extra,
+                                          np.int32(b), np.int32(h0), np.int32(nh),
+                                          np.int32(c.H), np.int32(c.T), np.int32(c.S),
+                                          c.scale))
 
 
-def _blas_forward(c, o):
+def _blas_forward(c, o, lse):
     run = _Blas(c, backward=False)
     for b, h0, nh in run.chunks():
-        run.probs(b, h0, nh)
+        run.probs(b, h0, nh, lse)
         _gemm(c.T, c.DV, c.S, run.scores(run.p), run.op(c.v, b, h0, c.S, c.DV),
               run.op(o, b, h0, c.T, c.DV)[:4], nh, compute=c.compute)
 
 
-def _blas_backward(c, do, delta, dq, dk, dv, dbias):
+def _blas_backward(c, do, lse, delta, dq, dk, dv, dbias):
+    """(P is recomputed with the scores, which this path needs anyway: `lse` goes unused.)"""
     run = _Blas(c, backward=True)
     ds_fn = run.aux.get_function("mx_rows_ds")
     for b, h0, nh in run.chunks():
@@ -404,23 +401,27 @@ _BACKWARD = {"simt": _simt_backward, "tc": _tc_backward, "blas": _blas_backward}
 
 
 def forward(q, k, v, mask, bias, *, scale, is_causal, window, precision="highest"):
+    """[o, lse]: the output and each query row's logsumexp, float32 [B, H, T]."""
     c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=False,
               precision=precision)
     o = cp.empty((c.B, c.T, c.H, c.DV), c.dtype)
+    lse = cp.empty((c.B, c.H, c.T), cp.float32)
     if c.T and c.S:
-        _FORWARD[c.path](c, o)
+        _FORWARD[c.path](c, o, lse)
     elif c.T:
         o[...] = 0
-    return c.padded_out(o, c.DV0)
+        lse[...] = np.inf
+    return [c.padded_out(o, c.DV0), lse]
 
 
-def _delta(c, ct, out):
-    """rowsum(dO * O) as float32 [B, H, T]."""
+def _delta(c, ct, out, ct_lse):
+    """rowsum(dO * O) - ct_lse as float32 [B, H, T]."""
     do, o = (_contig(x.astype(c.dtype, copy=False)) for x in (ct, out))
+    dlse = _contig(ct_lse.astype(cp.float32, copy=False))
     delta = cp.empty((c.B, c.H, c.T), cp.float32)
     rows = c.B * c.T * c.H
-    args = (_ptr(do), _ptr(o), _ptr(delta), np.int32(rows), np.int32(c.T), np.int32(c.H),
-            np.int32(c.DV0))
+    args = (_ptr(do), _ptr(o), _ptr(dlse), _ptr(delta), np.int32(rows), np.int32(c.T),
+            np.int32(c.H), np.int32(c.DV0))
     aux = module("aux", c.dtype)
     if c.dtype in LOW and c.DV0 % 8 == 0:  # 16-byte loads, 8 lanes a row
         aux.get_function("mx_attn_delta8")((-(-rows // 32),), (256,), args)
@@ -429,8 +430,10 @@ def _delta(c, ct, out):
     return delta
 
 
-def backward(ct, out, q, k, v, mask, bias, *, scale, is_causal, window, precision="highest"):
-    """[dq, dk, dv, dbias or None]."""
+def backward(ct, ct_lse, out, lse, q, k, v, mask, bias, *, scale, is_causal, window,
+             precision="highest"):
+    """[dq, dk, dv, dbias or None] from the cotangents of o and lse, and the forward's o and
+    lse (which spares the backward recomputing the softmax statistics)."""
     c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=True,
               precision=precision)
     dq = cp.zeros((c.B, c.T, c.H, c.D), c.dtype)
@@ -441,7 +444,8 @@ def backward(ct, out, q, k, v, mask, bias, *, scale, is_causal, window, precisio
         dbias = cp.zeros((c.B, c.H, c.T, c.S), cp.float32)
     if c.T and c.S:
         do = _padded(ct.astype(c.dtype, copy=False), c.DV)
-        _BACKWARD[c.path](c, do, _delta(c, ct, out), dq, dk, dv, dbias)
+        lse = _contig(lse.astype(cp.float32, copy=False))
+        _BACKWARD[c.path](c, do, lse, _delta(c, ct, out, ct_lse), dq, dk, dv, dbias)
     dq, dk, dv = c.padded_out(dq, c.D0), c.padded_out(dk, c.D0), c.padded_out(dv, c.DV0)
     if dbias is not None:
         axes = tuple(i for i, n in enumerate(bias.shape) if n == 1)
@@ -483,7 +487,7 @@ def impl(be, prim):
             return fallback(reason, bufs, params)
         if not is_bwd:
             return forward(q, k, v, mask, bias, **opts)
-        dq, dk, dv, dbias = backward(cts[0], outs[0], q, k, v, mask, bias, **opts)
+        dq, dk, dv, dbias = backward(*cts, *outs, q, k, v, mask, bias, **opts)
         grads = {0: dq, 1: dk, 2: dv}
         if bias is not None:
             grads[3 + params["has_mask"]] = dbias

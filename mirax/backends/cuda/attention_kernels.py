@@ -2,10 +2,10 @@
 
 Three families, each a source string (simt and tc in their own files) that `source(kind, ...)`
 prefixes with #defines:
-- "simt": flash-attention-style kernels on CUDA cores, any dtype (fwd, stats, dq, dk/dv);
+- "simt": flash-attention-style kernels on CUDA cores, any dtype (fwd, dq, dk/dv);
   TPR threads share one query (or key) row.
 - "tc": flash attention on tensor cores for f16/bf16 (mma.sync m16n8k16, float32
-  accumulation, ldmatrix fragments): fwd, stats, dq and dk/dv, warps of 16 rows (or 16 MTF
+  accumulation, ldmatrix fragments): fwd, dq and dk/dv, warps of 16 rows (or 16 MTF
   in the forward), tile sizes set by #defines (attention.tc_tiles); the streamed K/V (or
   Q/dO) tiles are double-buffered in shared memory by cp.async; P and dS go from the
   accumulator fragments straight into the next product's A operand (no shared memory).
@@ -98,8 +98,11 @@ __device__ __forceinline__ void query_range(const Extra& e, int s0, int n, int T
 
 # --- delta and the row kernels of the cuBLAS path ----------------------------------------------
 AUX = r"""
-// delta[b, h, t] = sum_d dO[b, t, h, d] * O[b, t, h, d]: one warp per (b, t, h) row.
+// delta[b, h, t] = sum_d dO[b, t, h, d] * O[b, t, h, d] - dlse[b, h, t]: one warp per
+// (b, t, h) row. dlse, the cotangent of the logsumexp output, shifts every dS of the row as
+// delta does (d lse / d score = P), so the kernels after take it through delta.
 extern "C" __global__ void mx_attn_delta(const T* __restrict__ dout, const T* __restrict__ out,
+                                         const float* __restrict__ dlse,
                                          float* __restrict__ delta, int rows, int Tq, int H,
                                          int DV0) {
   const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -111,7 +114,8 @@ extern "C" __global__ void mx_attn_delta(const T* __restrict__ dout, const T* __
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
   if (lane == 0) {
     const int h = row % H, bt = row / H, t = bt % Tq, b = bt / Tq;
-    delta[((long long)b * H + h) * Tq + t] = acc;
+    const long long i = ((long long)b * H + h) * Tq + t;
+    delta[i] = acc - dlse[i];
   }
 }
 
@@ -122,8 +126,9 @@ __device__ __forceinline__ float dot2(unsigned a, unsigned b) {
          tof((unsigned short)(a >> 16)) * tof((unsigned short)(b >> 16));
 }
 extern "C" __global__ void __launch_bounds__(256)
-mx_attn_delta8(const T* __restrict__ dout, const T* __restrict__ out, float* __restrict__ delta,
-               int rows, int Tq, int H, int DV0) {
+mx_attn_delta8(const T* __restrict__ dout, const T* __restrict__ out,
+               const float* __restrict__ dlse, float* __restrict__ delta, int rows, int Tq,
+               int H, int DV0) {
   const int row = blockIdx.x * 32 + (threadIdx.x >> 3), part = threadIdx.x & 7;
   float acc = 0.f;
   if (row < rows) {
@@ -138,17 +143,19 @@ mx_attn_delta8(const T* __restrict__ dout, const T* __restrict__ out, float* __r
   for (int o = 4; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
   if (row < rows && part == 0) {
     const int h = row % H, bt = row / H, t = bt % Tq, b = bt / Tq;
-    delta[((long long)b * H + h) * Tq + t] = acc;
+    const long long i = ((long long)b * H + h) * Tq + t;
+    delta[i] = acc - dlse[i];
   }
 }
 #endif
 
 // p = softmax over the attended keys of scale * sc + bias, one warp per row of the scores
 // sc [nh, Tq, S] of batch b, heads h0 ..; 0 where masked, all 0 for an empty row. p may be
-// sc itself (float32).
+// sc itself (float32). With lse [B, H, Tq], also the row's logsumexp (+inf for an empty
+// row).
 extern "C" __global__ void __launch_bounds__(128)
-mx_rows_softmax(const float* sc, T* p, EXTRA_PARAMS, int b, int h0, int nh, int Tq, int S,
-                float scale) {
+mx_rows_softmax(const float* sc, T* p, float* __restrict__ lse, EXTRA_PARAMS, int b, int h0,
+                int nh, int H, int Tq, int S, float scale) {
   EXTRA_INIT;
   const int row = blockIdx.x * 4 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= nh * Tq) return;
@@ -183,6 +190,8 @@ mx_rows_softmax(const float* sc, T* p, EXTRA_PARAMS, int b, int h0, int nh, int 
     m = mn;
   }
   const float inv = l > 0.f ? 1.f / l : 0.f;
+  if (lse != nullptr && lane == 0)
+    lse[((long long)b * H + h) * Tq + t] = l > 0.f ? m + logf(l) : INF;
 #pragma unroll 4
   for (int s = lane; s < S; s += 32) {
     float r = 0.f;

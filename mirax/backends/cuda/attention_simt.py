@@ -1,6 +1,6 @@
 """CUDA C source of the "simt" attention kernels (flash-attention-style, on CUDA cores, any
-dtype: fwd, stats, dq, dk/dv; TPR threads share one query or key row). attention_kernels.py
-prefixes it with its #defines and PRELUDE."""
+dtype: fwd (with the row logsumexp), dq, dk/dv; TPR threads share one query or key row).
+attention_kernels.py prefixes it with its #defines and PRELUDE."""
 
 SIMT = r"""
 #define R (NT / TPR)
@@ -30,13 +30,12 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
-template <bool STATS>
 __device__ __forceinline__ void attn_fwd(const T* __restrict__ q, const T* __restrict__ k,
                                          const T* __restrict__ v, T* __restrict__ o,
                                          float* __restrict__ lse, Extra e, int Tq, int S,
                                          int H, float scale) {
   __shared__ float4 Ks[BK][D / 4];
-  __shared__ float4 Vs[STATS ? 1 : BK][DV / 4];
+  __shared__ float4 Vs[BK][DV / 4];
   const int tid = threadIdx.x, row = tid / TPR, part = tid % TPR;
   const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * R;
   const int t = q0 + row;
@@ -50,9 +49,9 @@ __device__ __forceinline__ void attn_fwd(const T* __restrict__ q, const T* __res
     qr[c] = make_float4(x.x * scale, x.y * scale, x.z * scale, x.w * scale);
   }
   float m = -INF, l = 0.f;
-  float4 acc[STATS ? 1 : CV4];
+  float4 acc[CV4];
 #pragma unroll
-  for (int c = 0; c < (STATS ? 1 : CV4); c++) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int c = 0; c < CV4; c++) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
   int lo, hi;
   key_range(e, q0, R, S, BK, lo, hi);
   const long long kb = (long long)b * S * H + h;  // row s of k: (kb + s * H) * D
@@ -63,12 +62,10 @@ __device__ __forceinline__ void attn_fwd(const T* __restrict__ q, const T* __res
       Ks[j][d4] = s < S ? ld4(k, (kb + (long long)s * H) * D + d4 * 4)
                         : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (!STATS) {
-      for (int i = tid; i < BK * (DV / 4); i += NT) {
-        const int j = i / (DV / 4), d4 = i % (DV / 4), s = k0 + j;
-        Vs[j][d4] = s < S ? ld4(v, (kb + (long long)s * H) * DV + d4 * 4)
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
+    for (int i = tid; i < BK * (DV / 4); i += NT) {
+      const int j = i / (DV / 4), d4 = i % (DV / 4), s = k0 + j;
+      Vs[j][d4] = s < S ? ld4(v, (kb + (long long)s * H) * DV + d4 * 4)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     __syncthreads();
 #pragma unroll 1
@@ -91,23 +88,19 @@ __device__ __forceinline__ void attn_fwd(const T* __restrict__ q, const T* __res
       if (mn != -INF) {
         const float alpha = expf(m - mn);
         l *= alpha;
-        if (!STATS) {
 #pragma unroll
-          for (int c = 0; c < CV4; c++) {
-            acc[c].x *= alpha; acc[c].y *= alpha; acc[c].z *= alpha; acc[c].w *= alpha;
-          }
+        for (int c = 0; c < CV4; c++) {
+          acc[c].x *= alpha; acc[c].y *= alpha; acc[c].z *= alpha; acc[c].w *= alpha;
         }
 #pragma unroll
         for (int jj = 0; jj < KC; jj++) {
           const float pj = expf(sc[jj] - mn);
           l += pj;
-          if (!STATS) {
 #pragma unroll
-            for (int c = 0; c < CV4; c++) {
-              const float4 vv = Vs[j0 + jj][c * TPR + part];
-              acc[c].x += pj * vv.x; acc[c].y += pj * vv.y;
-              acc[c].z += pj * vv.z; acc[c].w += pj * vv.w;
-            }
+          for (int c = 0; c < CV4; c++) {
+            const float4 vv = Vs[j0 + jj][c * TPR + part];
+            acc[c].x += pj * vv.x; acc[c].y += pj * vv.y;
+            acc[c].z += pj * vv.z; acc[c].w += pj * vv.w;
           }
         }
         m = mn;
@@ -115,17 +108,15 @@ __device__ __forceinline__ void attn_fwd(const T* __restrict__ q, const T* __res
     }
   }
   if (!rowok) return;
-  if (!STATS) {
-    const float inv = l > 0.f ? 1.f / l : 0.f;
-    const long long ob = (((long long)b * Tq + t) * H + h) * DV;
+  const float inv = l > 0.f ? 1.f / l : 0.f;
+  const long long ob = (((long long)b * Tq + t) * H + h) * DV;
 #pragma unroll
-    for (int c = 0; c < CV4; c++) {
-      const long long i = ob + (c * TPR + part) * 4;
-      st1(o, i, acc[c].x * inv); st1(o, i + 1, acc[c].y * inv);
-      st1(o, i + 2, acc[c].z * inv); st1(o, i + 3, acc[c].w * inv);
-    }
+  for (int c = 0; c < CV4; c++) {
+    const long long i = ob + (c * TPR + part) * 4;
+    st1(o, i, acc[c].x * inv); st1(o, i + 1, acc[c].y * inv);
+    st1(o, i + 2, acc[c].z * inv); st1(o, i + 3, acc[c].w * inv);
   }
-  if (lse != nullptr && part == 0)
+  if (part == 0)
     lse[((long long)b * H + h) * Tq + t] = l > 0.f ? m + logf(l) : INF;
 }
 
@@ -133,14 +124,7 @@ extern "C" __global__ void __launch_bounds__(NT)
 mx_attn_fwd(const T* q, const T* k, const T* v, T* o, float* lse, EXTRA_PARAMS, int Tq,
             int S, int H, float scale) {
   EXTRA_INIT;
-  attn_fwd<false>(q, k, v, o, lse, e, Tq, S, H, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(NT)
-mx_attn_stats(const T* q, const T* k, float* lse, EXTRA_PARAMS, int Tq, int S, int H,
-              float scale) {
-  EXTRA_INIT;
-  attn_fwd<true>(q, k, k, nullptr, lse, e, Tq, S, H, scale);
+  attn_fwd(q, k, v, o, lse, e, Tq, S, H, scale);
 }
 
 // dq = scale * sum_s ds[t, s] k[s], ds = p * (dp - delta), p = exp(s - lse), dp = dO . v

@@ -1,7 +1,7 @@
 """CUDA C source of the "tc" attention kernels (flash attention on tensor cores for
-f16/bf16: mma.sync m16n8k16 with float32 accumulation; fwd, stats, dq, dk/dv; tiles streamed
-through two cp.async shared-memory stages). attention_kernels.py prefixes it with its
-#defines and PRELUDE."""
+f16/bf16: mma.sync m16n8k16 with float32 accumulation; fwd (with the row logsumexp), dq,
+dk/dv; tiles streamed through two cp.async shared-memory stages). attention_kernels.py
+prefixes it with its #defines and PRELUDE."""
 
 TC = r"""
 // Products go in k16 steps. 16-bit types: mma.sync m16n8k16, lane = 4 g + tq: A (16x16,
@@ -292,8 +292,8 @@ __device__ __forceinline__ void scores_log2(float (*s)[4], const Extra& e, int b
 }
 
 // Online softmax of one 16-row tile of scores s (log2 units) into the running max m, sum
-// l and accumulator acc (NO n8 tiles; none for STATS); s becomes P.
-template <bool STATS, int NJ, int NO>
+// l and accumulator acc (NO n8 tiles); s becomes P.
+template <int NJ, int NO>
 __device__ __forceinline__ void softmax_step(float (*s)[4], float* m, float* l,
                                              float (*acc)[4]) {
   float mx[2] = {m[0], m[1]};
@@ -311,12 +311,10 @@ __device__ __forceinline__ void softmax_step(float (*s)[4], float* m, float* l,
     const float alpha = ex2(m[r] - mu[r]);
     m[r] = mx[r];
     l[r] *= alpha;
-    if (!STATS) {
 #pragma unroll
-      for (int j = 0; j < NO; j++) {
-        acc[j][2 * r] *= alpha;
-        acc[j][2 * r + 1] *= alpha;
-      }
+    for (int j = 0; j < NO; j++) {
+      acc[j][2 * r] *= alpha;
+      acc[j][2 * r + 1] *= alpha;
     }
   }
 #pragma unroll
@@ -330,16 +328,15 @@ __device__ __forceinline__ void softmax_step(float (*s)[4], float* m, float* l,
   }
 }
 
-// Forward (or, STATS, only the row logsumexp) of the BMF query rows of block (b h, y).
-template <bool STATS>
+// Forward (the output and the row logsumexp) of the BMF query rows of block (b h, y).
 __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restrict__ k,
                                        const T* __restrict__ v, T* __restrict__ o,
                                        float* __restrict__ lse, const Extra& e, int Tq, int S,
                                        int H, float scale) {
-  constexpr int NTH = 32 * NWF, NJ = BNF / 8, NO = STATS ? 1 : DV / 8;
+  constexpr int NTH = 32 * NWF, NJ = BNF / 8, NO = DV / 8;
   T* Qs = reinterpret_cast<T*>(smem);  // [BMF][LDK]
   T* Kb = Qs + BMF * LDK;              // 2 stages of [BNF][LDK]
-  T* Vb = Kb + 2 * BNF * LDK;          // 2 stages of [BNF][LDV] (not STATS)
+  T* Vb = Kb + 2 * BNF * LDK;          // 2 stages of [BNF][LDV]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
   const int b = blockIdx.x / H, h = blockIdx.x - b * H;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BMF;  // causal: the longest rows first
@@ -354,7 +351,7 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
   cp_commit();
   if (lo < hi) {
     load_rows<BNF, D, NTH>(Kb, LDK, kbase, (long long)H * D, lo, S);
-    if (!STATS) load_rows<BNF, DV, NTH>(Vb, LDV, vbase, (long long)H * DV, lo, S);
+    load_rows<BNF, DV, NTH>(Vb, LDV, vbase, (long long)H * DV, lo, S);
   }
   cp_commit();
   cp_wait<1>();  // the Q tile
@@ -381,9 +378,8 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
     if (k0 + BNF < hi) {  // the next tile into the other stage (free since the last barrier)
       load_rows<BNF, D, NTH>(Kb + (stage ^ 1) * BNF * LDK, LDK, kbase, (long long)H * D,
                              k0 + BNF, S);
-      if (!STATS)
-        load_rows<BNF, DV, NTH>(Vb + (stage ^ 1) * BNF * LDV, LDV, vbase, (long long)H * DV,
-                                k0 + BNF, S);
+      load_rows<BNF, DV, NTH>(Vb + (stage ^ 1) * BNF * LDV, LDV, vbase, (long long)H * DV,
+                              k0 + BNF, S);
     }
     cp_commit();
     cp_wait<1>();  // this tile
@@ -413,23 +409,21 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
 #pragma unroll
       for (int mt = 0; mt < MTF; mt++) {
         scores_log2<NJ>(s[mt], e, b, h, w0 + 16 * mt, k0, Tq, S, scale, lane);
-        softmax_step<STATS, NJ, NO>(s[mt], mr[mt], lr[mt], acc[mt]);
+        softmax_step<NJ, NO>(s[mt], mr[mt], lr[mt], acc[mt]);
       }
-      if (!STATS) {
 #pragma unroll
-        for (int kb = 0; kb < BNF / 16; kb++) {
-          unsigned pa[MTF][A_N];
+      for (int kb = 0; kb < BNF / 16; kb++) {
+        unsigned pa[MTF][A_N];
 #pragma unroll
-          for (int mt = 0; mt < MTF; mt++) pack_a(pa[mt], s[mt], kb);
+        for (int mt = 0; mt < MTF; mt++) pack_a(pa[mt], s[mt], kb);
 #pragma unroll
-          for (int nb = 0; nb < DV / 16; nb++) {
-            unsigned bf[2 * B_N];
-            frag_b_kn(bf, Vs, LDV, kb * 16, nb * 16, lane);
+        for (int nb = 0; nb < DV / 16; nb++) {
+          unsigned bf[2 * B_N];
+          frag_b_kn(bf, Vs, LDV, kb * 16, nb * 16, lane);
 #pragma unroll
-            for (int mt = 0; mt < MTF; mt++) {
-              mma(acc[mt][2 * nb], pa[mt], bf);
-              mma(acc[mt][2 * nb + 1], pa[mt], bf + B_N);
-            }
+          for (int mt = 0; mt < MTF; mt++) {
+            mma(acc[mt][2 * nb], pa[mt], bf);
+            mma(acc[mt][2 * nb + 1], pa[mt], bf + B_N);
           }
         }
       }
@@ -445,14 +439,12 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
       l += __shfl_xor_sync(FULL_MASK, l, 2);
       const int t = w0 + 16 * mt + g + 8 * r;
       if (t >= Tq) continue;
-      if (!STATS) {
-        const float inv = l > 0.f ? 1.f / l : 0.f;
-        T* orow = o + (((long long)b * Tq + t) * H + h) * DV;
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      T* orow = o + (((long long)b * Tq + t) * H + h) * DV;
 #pragma unroll
-        for (int j = 0; j < NO; j++)
-          store2(orow, 8 * j + 2 * tq, acc[mt][j][2 * r] * inv, acc[mt][j][2 * r + 1] * inv);
-      }
-      if (lse != nullptr && tq == 0)
+      for (int j = 0; j < NO; j++)
+        store2(orow, 8 * j + 2 * tq, acc[mt][j][2 * r] * inv, acc[mt][j][2 * r + 1] * inv);
+      if (tq == 0)
         lse[hb * Tq + t] = l > 0.f ? mr[mt][r] * LN2 + logf(l) : INF;
     }
   }
@@ -462,14 +454,7 @@ extern "C" __global__ void __launch_bounds__(32 * NWF)
 mx_tc_fwd(const T* q, const T* k, const T* v, T* o, float* lse, EXTRA_PARAMS, int Tq, int S,
           int H, float scale) {
   EXTRA_INIT;
-  tc_fwd<false>(q, k, v, o, lse, e, Tq, S, H, scale);
-}
-
-extern "C" __global__ void __launch_bounds__(32 * NWF)
-mx_tc_stats(const T* q, const T* k, float* lse, EXTRA_PARAMS, int Tq, int S, int H,
-            float scale) {
-  EXTRA_INIT;
-  tc_fwd<true>(q, k, k, nullptr, lse, e, Tq, S, H, scale);
+  tc_fwd(q, k, v, o, lse, e, Tq, S, H, scale);
 }
 
 // dq = scale * dS K with dS = P * (dP - delta), P = exp(scores - lse), dP = dO V^T:

@@ -15,10 +15,10 @@ the MLP Adam step at batch 64 takes 0.29 ms captured (auto picks it) against 2.1
 (torch eager 1.40 ms, torch with the step in a CUDA graph 0.39 ms); at batch 8192 the step
 is GPU-bound, 5.76 ms either way, and auto leaves it plain. A plan calling cuBLAS through
 CuPy (which refuses during a capture) is ruled out at its first capture; dot_general (every
-precision, 3xTF32's split kernel included) and attention's cuBLAS path call cuBLAS through
-library.py's own ctypes handle and workspace, which a capture takes. What still goes through
-CuPy's cuBLAS: products of dtypes cublasGemmEx is not given (complex: cp.matmul), and
-cupy.linalg (cuSOLVER, whose info checks also sync with the host).
+float and complex dtype and precision, 3xTF32's split kernel included) and attention's cuBLAS
+path call cuBLAS through library.py's own ctypes handle and workspace, which a capture takes.
+What still goes through CuPy: integer products (cp.matmul) and cupy.linalg (cuSOLVER, whose
+info checks also sync with the host).
 
 Invariant: a capture never sees host work. Plans that ran a host fallback (the backend's
 `host_calls` moved during a call) or whose capture failed (a host sync inside, such as
