@@ -5,6 +5,8 @@ Workloads (float32 unless stated):
 - fused elementwise gelu(x * w + b), tanh form, x of 65536 x 2048 = 128M values, w and b
   vectors over the last axis: GB/s counting one read of x and one write of the result;
 - softmax and layer_norm (weight, bias) over the last axis of 65536 x 2048: GB/s likewise;
+  each of the three has a "copy (reference)" row, CuPy copying x: the bandwidth the
+  kernels are held to, measured in the same run;
 - bf16 matmul 8192^3: TFLOP/s (2 n^3 flops);
 - float32 matmul 4096^3 (`matmul_f32`) at each matmul precision: mirax's default (TF32
   tensor cores), "high" (3xTF32) and "highest" (SGEMM), torch (TF32 off, its default) and
@@ -170,6 +172,12 @@ def main():
         xj, wj, bj = (jax.device_put(a) for a in (x_h, w_h, b_h))
     nbytes = 2 * x_h.nbytes
     checks = {}
+    y_copy = cp.empty(x_h.shape, np.float32)
+
+    def copy_row():
+        """The bandwidth reference of the row: CuPy copying x (the same bytes read and
+        written), timed in the same run."""
+        return lambda: cp.copyto(y_copy, x._buf), csync
 
     def tcompile(f):
         if not peers.use_compile:
@@ -184,6 +192,7 @@ def main():
             "mirax eager": lambda: (lambda: mx.nn.gelu(x * w + b), csync),
             "mirax plan": lambda: (mirax_plan(mx, lambda x, w, b: mx.nn.gelu(x * w + b),
                                               x, w, b), csync),
+            "copy (reference)": copy_row,
         }
         if torch:
             tf = lambda x, w, b: torch.nn.functional.gelu(x * w + b, approximate="tanh")  # noqa
@@ -200,7 +209,7 @@ def main():
     # --- softmax ------------------------------------------------------------------------------
     if not only or "softmax" in only:
         ms = mx.jit(lambda x: mx.nn.softmax(x, axis=-1))
-        impls = {"mirax jit": lambda: (lambda: ms(x), csync)}
+        impls = {"mirax jit": lambda: (lambda: ms(x), csync), "copy (reference)": copy_row}
         if torch:
             ts = lambda x: torch.softmax(x, dim=-1)  # noqa: E731
             impls["torch eager"] = lambda: (lambda: ts(xt), peers.tsync)
@@ -215,7 +224,8 @@ def main():
     # --- layer_norm ---------------------------------------------------------------------------
     if not only or "layer_norm" in only:
         ml = mx.jit(lambda x, w, b: mx.nn.layer_norm(x, w, b, eps=1e-5))
-        impls = {"mirax jit": lambda: (lambda: ml(x, w, b), csync)}
+        impls = {"mirax jit": lambda: (lambda: ml(x, w, b), csync),
+                 "copy (reference)": copy_row}
         if torch:
             tl = lambda x, w, b: torch.nn.functional.layer_norm(x, (C,), w, b, 1e-5)  # noqa
             impls["torch eager"] = lambda: (lambda: tl(xt, wt, bt), peers.tsync)
@@ -231,7 +241,7 @@ def main():
             jl = jax.jit(jln)
             impls["jax jit"] = lambda: peers.jax_case(jl, xj, wj, bj)
         run_case(results, "layer_norm", "GB/s", nbytes, impls)
-    x = xt = xj = None  # free the 512 MiB inputs before the matmul and MLP cases
+    x = xt = xj = y_copy = None  # free the 512 MiB arrays before the matmul and MLP cases
 
     # --- bf16 matmul ---------------------------------------------------------------------------
     if not only or "matmul" in only:
