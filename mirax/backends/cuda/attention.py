@@ -10,14 +10,17 @@ transposes). `mask` (bool, True = attend) and `bias` come 4-d and broadcast to t
 [B,H,T,S]: the kernels read them through strides (0 on broadcast axes). Every sum
 accumulates in float32 (f16/bf16 round on store).
 
+The forward's outputs are o and each query row's logsumexp (float32 [B,H,T]; the
+attention primitive's second output, ops/nn.py); the backward takes both, so it never
+recomputes the softmax statistics, and folds the logsumexp's cotangent into delta.
+
 Three paths, one rule (`path`):
 - "tc", f16/bf16, and float32 at precision "default" (TF32 operands, as dot_general's
   products there): flash attention on tensor cores (mma.sync, float32 accumulation; tiles
   streamed through two cp.async shared-memory stages, `tc_tiles`): the forward keeps no
-  T x S matrix; the backward recomputes the row logsumexp (stats kernel), then one kernel
-  writes dq (a block per query tile) and one dk, dv (a block per key tile), without
-  atomics. P and dS round to the operand type (TF32 for float32) before their products,
-  as in FlashAttention-2.
+  T x S matrix; in the backward one kernel writes dq (a block per query tile) and one dk,
+  dv (a block per key tile), without atomics. P and dS round to the operand type (TF32
+  for float32) before their products, as in FlashAttention-2.
 - "blas", exact float32 backward of large cases (T*S >= BLAS_MIN_SCORES): per batch and chunk of
   heads, the scores as cuBLAS strided-batched SGEMMs (exact float32 at the op's precision
   "highest" and "high"; TF32 tensor cores at "default", as dot_general) into a
@@ -26,24 +29,22 @@ Three paths, one rule (`path`):
   handle, which a CUDA-graph capture can take).
 - "simt", the rest of exact float32 ("high", "highest": the forward; small backwards):
   flash-attention-style kernels on CUDA cores, TPR threads per query row.
-All paths share delta = rowsum(dO * O) (one kernel). A fully masked row has output 0,
-logsumexp +inf, and gradients 0. `force_path` (or MIRAX_CUDA_ATTN_PATH) overrides the
+All paths share delta = rowsum(dO * O) - dlse (one kernel). A fully masked row has output
+0, logsumexp +inf, and gradients 0. `force_path` (or MIRAX_CUDA_ATTN_PATH) overrides the
 rule, for tests and benchmarks.
 
 Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events; benchmarks/gpu.py and
 benchmarks/attention_tiles.py): bf16 "tc" forward 0.100 ms (was 0.28), backward about
-0.49 ms (delta 0.026, stats 0.063, dq 0.123, dk/dv 0.274); jit of vjp (forward +
-backward, no loss) 0.62 ms against torch SDPA's forward + backward 0.39 ms in the same
-process (torch forward 0.064). float32 at "default" ("tc", TF32): forward 0.20 ms, jit of
-value_and_grad 1.19 ms (torch SDPA 0.64 / 2.24, JAX 2.52); exact float32 forward 1.23 ms
-("simt"; "blas" 1.89), backward 3.97 ms ("blas"; "simt" 4.15). The CUDA-core backward
-takes 3.4x its forward: 8 matrix products' worth of work against 2 (stats 1, dq 3, dk/dv
-4), one score per thread with a warp shuffle per key. Left on the table in "tc": dk/dv is
-still at about a third of the tensor cores' mma.sync rate:
-FlashAttention-2 keeps P and dS in shared memory so that each warp's products cover 64 x 32
-tiles (fewer fragment reads per product); the backward recomputes the logsumexp that the
-forward had (the stats kernel, 0.06 ms: the primitive's forward has no second output to
-carry it); wgmma (sm_90a) is not used.
+0.42 ms (delta 0.026, dq 0.123, dk/dv 0.274); jit of value_and_grad 0.62-0.65 ms against
+torch SDPA's forward + backward 0.39-0.59 ms in the same process (torch forward 0.066).
+float32 at "default" ("tc", TF32): forward 0.22 ms, jit of value_and_grad 1.08 ms (torch
+SDPA 0.63 / 2.22, JAX 2.53); exact float32 forward 1.23 ms ("simt"; "blas" 1.89),
+backward 3.97 ms ("blas"; "simt" 4.15, each before the logsumexp output). The CUDA-core
+backward takes about 3x its forward: 7 matrix products' worth of work against 2 (dq 3,
+dk/dv 4), one score per thread with a warp shuffle per key. Left on the table in "tc":
+dk/dv is still at about a third of the tensor cores' mma.sync rate: FlashAttention-2
+keeps P and dS in shared memory so that each warp's products cover 64 x 32 tiles (fewer
+fragment reads per product); wgmma (sm_90a) is not used.
 
 Not covered (these run the composite's body compiled for CUDA, counted as "decomposed"
 in the dispatch report and by reason in `fallbacks`): float64, head dims over 128, and
