@@ -299,7 +299,8 @@ def main():
                  profile=args.profile)
         save()
     if not only or "mlp_small" in only:  # launch-bound: CUDA graphs on / off
-        mlp_case(results, checks, peers, mx, mnp, csync, rng, batch=64, name="mlp_adam_b64")
+        mlp_case(results, checks, peers, mx, mnp, csync, rng, batch=64, name="mlp_adam_b64",
+                 profile=args.profile)
         save()
 
     # --- attention alone and the transformer block ------------------------------------------
@@ -396,6 +397,7 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
     """The MLP Adam step; mirax with CUDA graphs forced on and off besides its default (auto:
     captured when launch-bound), torch eager and torch with the whole step in a CUDA graph."""
     torch, jax = peers.torch, peers.jax
+    tag = "mlp" if name == "mlp_adam" else name   # of the profile entries
     sizes = [784, 2048, 2048, 10]
     batch = batch or (1024 if quick else 8192)
     lr, b1, b2, eps = 1e-3, 0.9, 0.999, 1e-8
@@ -486,8 +488,8 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
         impls["mirax jit (no merge)"] = no_merge
     if profile:
         p, m, v, t = state["s"]
-        results["mlp_profile_mirax"] = mirax_profile(mx, "MLP step", step, 45,
-                                                     p, m, v, t, xm, ym)
+        results[f"{tag}_profile_mirax"] = mirax_profile(mx, "MLP step", step, 45,
+                                                        p, m, v, t, xm, ym)
     if torch:
         def torch_setup(compiled):
             model = torch.nn.Sequential(
@@ -596,7 +598,7 @@ def mlp_case(results, checks, peers, mx, mnp, csync, rng, quick=False, profile=F
                 sync()
             table = prof.key_averages().table(sort_by="cuda_time_total", row_limit=25)
             print("  torch eager MLP step, per kernel (5 steps):\n" + table)
-            results["mlp_profile_torch"] = table
+            results[f"{tag}_profile_torch"] = table
         except Exception as e:  # noqa: BLE001
             print("  torch profile failed:", repr(e))
         # column sums (bias gradients): CuPy's axis-0 reduction against a GEMV
