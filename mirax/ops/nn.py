@@ -616,18 +616,21 @@ def _attn_probs_np(q, k, mask, bias, scale, is_causal, window):
     if is_causal or window is not None:
         local = _attn_window_np(s.shape[2], s.shape[3], is_causal, window)
         valid = local if valid is None else valid & local
-    if valid is None:
+    if valid is None:   # as softmax (a row of -inf scores: NaN, as JAX's)
         m = _np_safe_max(s, (-1,))
         e = np.exp(s - m)
+        den = e.sum(-1, keepdims=True)
+        p = e / den
     else:
         sm = np.where(valid, s, np.finfo(s.dtype).min)
         m = sm.max(-1, keepdims=True)
         e = np.where(valid, np.exp(sm - m), 0)
-    den = e.sum(-1, keepdims=True)
+        den = e.sum(-1, keepdims=True)
+        p = e / np.where(den > 0, den, 1)
     some = den > 0
     ldt = _lse_dtype(s.dtype)
     lse = np.where(some, m.astype(ldt) + np.log(np.where(some, den, 1).astype(ldt)), np.inf)
-    return cast_like(e / np.where(some, den, 1), q), lse[..., 0].astype(ldt)
+    return cast_like(p, q), lse[..., 0].astype(ldt)
 
 
 def _attn_impl(*args, scale, is_causal, window, has_mask, has_bias, precision="default"):
