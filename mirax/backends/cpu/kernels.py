@@ -287,20 +287,24 @@ def _index_add(x, idx, *, num_rows):
 _S2PI = math.sqrt(2.0 / math.pi)
 _C = 0.044715
 # float32 with numba: one loop per part, tanh from vecmath.py (vectorized), every thread
-# without the GIL (a 1M-element backward: 2.9 ms on one core against 4.3 ms of NumPy calls,
-# which hold the GIL between calls and stop scaling past a few threads)
+# without the GIL (NumPy calls hold the GIL between calls and stop scaling past a few
+# threads). The loop runs over slices of the part, indexed from 0: indexed x[i] for i in
+# range(s, e), numba's wrap-around of negative indices kept LLVM from vectorizing it (a
+# 1M-element backward took 19 ms on one core against 5.5 ms of blocked NumPy calls; over
+# slices 5.3 ms, as the blocked NumPy calls)
 _GELU_LOOPS = """
 def kernel(x, ct, out, s, e):
     half, one, s2pi, c = _np.float32(0.5), _np.float32(1.0), _np.float32(%r), _np.float32(%r)
-    for i in range(s, e):
-        v = x[i]
+    xs, cs, ys = x[s:e], ct[s:e], out[s:e]
+    for i in range(xs.size):
+        v = xs[i]
         t = _tanh32(s2pi * v * (one + c * v * v))
         if BACKWARD:
             d = half * (one + t) + half * s2pi * v * (one + _np.float32(3.0) * c * v * v) * \\
                 (one - t * t)
-            out[i] = ct[i] * d
+            ys[i] = cs[i] * d
         else:
-            out[i] = half * v * (one + t)
+            ys[i] = half * v * (one + t)
 """ % (_S2PI, _C)
 
 
