@@ -9,10 +9,10 @@ Two kinds, both computing what the reference impl computes:
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_add scatters rows with a
   numba loop where numba is present (_rows.py), else each block of rows into the flat
   output with one 1-d `np.add.at` (NumPy's fast path); both accumulate in index order,
-  bitwise equal to the reference. gelu (tanh form) and its backward run as one
-  compiled loop per part in float32 where numba is present (vecmath.py's tanh: within
-  1.5 ulp of NumPy's), else in cache-sized blocks of NumPy calls with in-place
-  temporaries (equal up to rounding).
+  bitwise equal to the reference. gelu (tanh form), silu and the backwards of gelu,
+  silu and softplus run as one compiled loop per part in float32 where numba is present
+  (vecmath.py's tanh and logistic: within a few ulp of NumPy's); gelu without numba in
+  cache-sized blocks of NumPy calls with in-place temporaries (equal up to rounding).
   fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
@@ -283,43 +283,55 @@ def _index_add(x, idx, *, num_rows):
     return out.reshape((num_rows,) + x.shape[1:])
 
 
-# --- gelu (tanh form): a compiled loop, else blocked NumPy calls -----------------------------
+# --- activations: compiled loops (gelu's tanh form also blocked NumPy calls) ----------------
 _S2PI = math.sqrt(2.0 / math.pi)
 _C = 0.044715
-# float32 with numba: one loop per part, tanh from vecmath.py (vectorized), every thread
-# without the GIL (NumPy calls hold the GIL between calls and stop scaling past a few
-# threads). The loop runs over slices of the part, indexed from 0: indexed x[i] for i in
-# range(s, e), numba's wrap-around of negative indices kept LLVM from vectorizing it (a
-# 1M-element backward took 19 ms on one core against 5.5 ms of blocked NumPy calls; over
-# slices 5.3 ms, as the blocked NumPy calls)
-_GELU_LOOPS = """
+# float32 with numba: one loop per part, tanh and logistic from vecmath.py (vectorized),
+# every thread without the GIL (NumPy calls hold the GIL between calls and stop scaling
+# past a few threads). The loop runs over slices of the part, indexed from 0: indexed x[i]
+# for i in range(s, e), numba's wrap-around of negative indices kept LLVM from vectorizing
+# it (a 1M-element gelu backward took 19 ms on one core against 5.5 ms of blocked NumPy
+# calls; over slices 5.3 ms, as the blocked NumPy calls). v is x's element, g ct's.
+_LOOP = """
 def kernel(x, ct, out, s, e):
     half, one, s2pi, c = _np.float32(0.5), _np.float32(1.0), _np.float32(%r), _np.float32(%r)
     xs, cs, ys = x[s:e], ct[s:e], out[s:e]
     for i in range(xs.size):
-        v = xs[i]
-        t = _tanh32(s2pi * v * (one + c * v * v))
-        if BACKWARD:
-            d = half * (one + t) + half * s2pi * v * (one + _np.float32(3.0) * c * v * v) * \\
-                (one - t * t)
-            ys[i] = cs[i] * d
-        else:
-            ys[i] = half * v * (one + t)
+        v, g = xs[i], cs[i]
+        BODY
 """ % (_S2PI, _C)
+_BODIES = {
+    "gelu": ["t = _tanh32(s2pi * v * (one + c * v * v))", "ys[i] = half * v * (one + t)"],
+    "gelu_bwd": ["t = _tanh32(s2pi * v * (one + c * v * v))",
+                 "ys[i] = g * (half * (one + t) + half * s2pi * v * "
+                 "(one + _np.float32(3.0) * c * v * v) * (one - t * t))"],
+    "softplus_bwd": ["ys[i] = g * _logistic32(v)"],            # d softplus = sigmoid
+    "silu": ["ys[i] = v * _logistic32(v)"],
+    "silu_bwd": ["t = _logistic32(v)", "ys[i] = g * t * (one + v * (one - t))"],
+}
+_loops: dict = {}   # name -> its compiled loop (looked up once, not per call)
 
 
-_gelu_loops: dict = {}   # backward -> its compiled loop (looked up once, not per call)
-
-
-def _gelu_loop(backward: bool):
-    """The compiled float32 gelu (or its backward) loop, or None without numba."""
+def _loop(name: str):
+    """The compiled float32 loop of activation `name` (_BODIES), or None without numba."""
     if not loops.available():
         return None
-    loop = _gelu_loops.get(backward)
+    loop = _loops.get(name)
     if loop is None:
-        loop = _gelu_loops[backward] = loops.compiled(
-            _GELU_LOOPS.replace("BACKWARD", str(backward)))
+        body = "\n        ".join(_BODIES[name])
+        loop = _loops[name] = loops.compiled(_LOOP.replace("BODY", body))
     return loop
+
+
+def _elementwise_loop(name: str, x, ct=None):
+    """`name`'s loop over float32 x (and ct, of x's shape), or None where it does not
+    apply (dtype, shapes, numba)."""
+    if x.dtype != np.float32 or x.ndim == 0 or (ct is not None and (
+            ct.dtype != x.dtype or ct.shape != x.shape)) or (loop := _loop(name)) is None:
+        return None
+    out = np.empty(x.shape, x.dtype)
+    _run_loop(loop, x, x if ct is None else ct, out)
+    return out
 
 
 def _run_loop(kernel, x, ct, out):
@@ -339,10 +351,9 @@ def _blocks(*arrays):
 def _gelu(x, *, approximate):
     if not approximate or x.dtype not in _FAST or x.ndim == 0:
         return registry["gelu"].impl(x, approximate=approximate)
-    out = np.empty(x.shape, x.dtype)
-    if x.dtype == np.float32 and (loop := _gelu_loop(False)) is not None:
-        _run_loop(loop, x, x, out)
+    if (out := _elementwise_loop("gelu", x)) is not None:
         return out
+    out = np.empty(x.shape, x.dtype)
     (xf, of), blocks = _blocks(x, out)
 
     def block(i):   # blocks run on the thread pool
@@ -369,10 +380,9 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
             ct.shape != x.shape:
         return registry["gelu_bwd"].impl(ct, out, x, wrt=wrt, nout=nout,
                                          approximate=approximate)
-    res = np.empty(x.shape, x.dtype)
-    if x.dtype == np.float32 and (loop := _gelu_loop(True)) is not None:
-        _run_loop(loop, x, ct, res)
+    if (res := _elementwise_loop("gelu_bwd", x, ct)) is not None:
         return [res]
+    res = np.empty(x.shape, x.dtype)
     (xf, cf, rf), blocks = _blocks(x, ct, res)
 
     def block(i):   # blocks run on the thread pool
@@ -400,6 +410,26 @@ def _gelu_bwd(ct, out, x, *, wrt, nout, approximate):
             np.multiply(cf[s:e], x2, out=rf[s:e])
     pool.map(block, len(blocks), chain_threads())
     return [res]
+
+
+@_native("softplus_bwd")
+def _softplus_bwd(ct, out, x, *, wrt, nout):
+    res = _elementwise_loop("softplus_bwd", x, ct)
+    return [res] if res is not None else registry["softplus_bwd"].impl(ct, out, x, wrt=wrt,
+                                                                        nout=nout)
+
+
+@_native("silu")
+def _silu(x):
+    out = _elementwise_loop("silu", x)
+    return out if out is not None else registry["silu"].impl(x)
+
+
+@_native("silu_bwd")
+def _silu_bwd(ct, out, x, *, wrt, nout):
+    res = _elementwise_loop("silu_bwd", x, ct)
+    return [res] if res is not None else registry["silu_bwd"].impl(ct, out, x, wrt=wrt,
+                                                                    nout=nout)
 
 
 # --- fft through scipy.fft -------------------------------------------------------------------
