@@ -13,6 +13,8 @@ Walks the nodes once in order with a substitution map (old var -> var that repla
   broadcast;
 - a matrix product with a diagonal matrix (identity constant times a vector: jacrev's seed
   after an elementwise op) is a scaling of the other operand;
+- a sum of two zero pads that put their operands side by side along one axis is the pad
+  of their concatenation (jnp.split's transpose: one write, no sum);
 - a transpose that swaps the two free-axis blocks of a dot_general used only by it becomes
   the dot_general of the swapped operands (the result comes out in the wanted layout: no
   transposed view feeding later elementwise ops, no copy).
@@ -26,7 +28,7 @@ import numpy as np
 from mirax.graph.graph import Graph, Node, Var
 from mirax.ops import elementwise as ew
 from mirax.ops.elementwise import mul_p
-from mirax.ops.shape import broadcast_in_dim_p, reshape_p, transpose_p
+from mirax.ops.shape import broadcast_in_dim_p, concatenate_p, pad_p, reshape_p, transpose_p
 
 SMALL = 1024  # constants up to this many elements count as values in the identities
 FOLD_MAX = 1 << 18  # fold only when every constant input and the result have at most this
@@ -331,11 +333,61 @@ def _diag_dot(node, ins, consts, producer):
     return new
 
 
+def _adjacent_pads(node, ins, consts, producer):
+    """pad(a) + pad(b), zero pads along one axis that put a and b side by side -> pad of
+    concatenate(a, b) (or the concatenate alone where it fills the axis): one array
+    written, no sum. The transpose of cutting an array into pieces (jnp.split, a fused
+    qkv projection's q, k, v) is such a sum of pads, one per piece."""
+    pa, pb = producer.get(ins[0]), producer.get(ins[1])
+    out = node.outputs[0]
+    if pa is None or pb is None or pa.prim is not pad_p or pb.prim is not pad_p or \
+            not (_same(ins[0], out) and _same(ins[1], out)) or \
+            pa.inputs[0].aval.dtype != out.aval.dtype or \
+            pb.inputs[0].aval.dtype != out.aval.dtype or \
+            not (_is_const(pa.inputs[1], consts, 0, producer) and
+                 _is_const(pb.inputs[1], consts, 0, producer)):
+        return None
+    ca, cb = pa.params["padding_config"], pb.params["padding_config"]
+    axes = [d for d, (x, y) in enumerate(zip(ca, cb)) if x != (0, 0, 0) or y != (0, 0, 0)]
+    if len(axes) != 1:
+        return None
+    d = axes[0]
+    if ca[d][0] > cb[d][0]:
+        pa, pb, ca, cb = pb, pa, cb, ca
+    (la, ha, ia), (lb, hb, ib) = ca[d], cb[d]
+    if ia or ib or min(la, ha, lb, hb) < 0 or la + pa.inputs[0].aval.shape[d] != lb:
+        return None
+    shape = list(out.aval.shape)
+    shape[d] -= la + hb
+    pieces = []   # a concatenate this rule made of earlier pieces: its pieces
+    for v in (pa.inputs[0], pb.inputs[0]):
+        p = producer.get(v)
+        joined = p is not None and p.prim is concatenate_p and p.params["dimension"] == d
+        pieces += list(p.inputs) if joined else [v]
+    cat = Node(concatenate_p, pieces, {"dimension": d},
+               [Var(out.aval.update(shape=tuple(shape)))], node.source)
+    if la == 0 and hb == 0:
+        return [Node(cat.prim, cat.inputs, cat.params, node.outputs, node.source)]
+    config = tuple((la, hb, 0) if i == d else (0, 0, 0) for i in range(len(shape)))
+    return [cat, Node(pad_p, [cat.outputs[0], pa.inputs[1]], {"padding_config": config},
+                      node.outputs, node.source)]
+
+
+def _first(*rules):
+    def rule(node, ins, consts, producer):
+        for r in rules:
+            new = r(node, ins, consts, producer)
+            if new is not None:
+                return new
+        return None
+    return rule
+
+
 RULES = {
     "dot_general": _diag_dot,
     "mul": _unit(1, 1),
     "mul_strong": _strong,
-    "add": _unit(0, 0),
+    "add": _first(_unit(0, 0), _adjacent_pads),
     "sub": _unit(None, 0),
     "div": _unit(None, 1),
     "neg": _neg,
