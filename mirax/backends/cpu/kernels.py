@@ -175,13 +175,11 @@ def specialize(node) -> Callable | None:
 ATTN_MIN = 1 << 17   # score elements (B H T S) from which the batch is split
 
 
-def _batch_parts(name: str, lead: int):
-    """A kernel running the reference impl of `name` on parts of the batch (axis 0 of q,
-    argument `lead`) on the thread pool: every (batch, head) is computed alone, so the
-    values are bitwise those of the whole call. With a bias the whole call (its gradient
-    sums over the batch)."""
+def _batch_parts(impl, lead: int):
+    """A kernel running `impl` on parts of the batch (axis 0 of q, argument `lead`) on the
+    thread pool: every (batch, head) is computed alone, so the values are bitwise those of
+    the whole call. With a bias the whole call (its gradient sums over the batch)."""
     def run(*args, **params):
-        impl = registry[name].impl
         q, k = args[lead], args[lead + 1]
         b = q.shape[0]
         t = min(chain_threads(), b)
@@ -198,8 +196,106 @@ def _batch_parts(name: str, lead: int):
     return run
 
 
-NATIVE["dot_product_attention"] = _batch_parts("dot_product_attention", 0)
-NATIVE["dot_product_attention_bwd"] = _batch_parts("dot_product_attention_bwd", 2)
+# float32 attention without a mask or bias (causal and sliding windows allowed): the
+# products by BLAS as in the reference impls, each score row's softmax (and logsumexp) and
+# the softmax backward in one compiled pass a row instead of about eight NumPy passes over
+# [B,H,T,S]. Rows are [lo, hi) of attended keys; vecmath's exp. [8,128,4,64] causal on one
+# core: forward 6.4 -> 3.6 ms, backward 11.6 -> 7.5 ms (within 1e-6 of the reference).
+_ATTN_ROWS = """
+def kernel(s, p, lse, causal, window, wl, wr):
+    inf = _np.float32(_np.inf)
+    for r in range(s.shape[0]):
+        for t in range(s.shape[1]):
+            lo, hi = 0, s.shape[2]
+            if causal:
+                hi = min(hi, t + 1)
+            if window:
+                lo, hi = max(lo, t - wl), min(hi, t + wr + 1)
+            out = p[r, t]
+            out[:] = 0
+            if lo >= hi:
+                lse[r, t] = inf
+                continue
+            seg, dst = s[r, t, lo:hi], out[lo:hi]
+            m = seg[0]
+            for i in range(seg.size):
+                m = max(m, seg[i])
+            for i in range(seg.size):
+                dst[i] = _exp32(seg[i] - m)
+            total = _np.float32(0.0)
+            for i in range(seg.size):
+                total += dst[i]
+            inv = _np.float32(1.0) / total
+            for i in range(seg.size):
+                dst[i] *= inv
+            lse[r, t] = m + _np.log(total)
+"""
+_ATTN_ROWS_BWD = """
+def kernel(p, dp, ct_lse, ds):
+    for r in range(p.shape[0]):
+        for t in range(p.shape[1]):
+            prow, drow, out = p[r, t], dp[r, t], ds[r, t]
+            delta = _np.float32(0.0)
+            for i in range(prow.size):
+                delta += prow[i] * drow[i]
+            c = ct_lse[r, t] - delta
+            for i in range(prow.size):
+                out[i] = prow[i] * (drow[i] + c)
+"""
+
+
+def _attn_fast(arrays, has_mask, has_bias) -> bool:
+    """float32 operands, no mask or bias, numba present: the compiled rows apply."""
+    return not (has_mask or has_bias) and loops.available() and \
+        all(np.dtype(a.dtype) == np.float32 for a in arrays)
+
+
+def _attn_probs(q, k, scale, is_causal, window):
+    """(P [B,H,T,S], lse [B,H,T]) as the reference impl's, each row in one compiled pass."""
+    s = np.matmul(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)) * np.float32(scale)
+    b, h, t, n = s.shape
+    p, lse = np.empty(s.shape, np.float32), np.empty((b, h, t), np.float32)
+    wl, wr = window if window is not None else (0, 0)
+    loops.compiled(_ATTN_ROWS)(s.reshape(b * h, t, n), p.reshape(b * h, t, n),
+                               lse.reshape(b * h, t), bool(is_causal), window is not None,
+                               int(wl), int(wr))
+    return p, lse
+
+
+def _attention(q, k, v, *args, scale, is_causal, window, has_mask, has_bias,
+               precision="default"):
+    if not _attn_fast((q, k, v), has_mask, has_bias):
+        return registry["dot_product_attention"].impl(
+            q, k, v, *args, scale=scale, is_causal=is_causal, window=window,
+            has_mask=has_mask, has_bias=has_bias, precision=precision)
+    p, lse = _attn_probs(q, k, scale, is_causal, window)
+    return [np.matmul(p, v.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3), lse]
+
+
+def _attention_bwd(ct, ct_lse, out, lse, q, k, v, *args, wrt, nout, scale, is_causal,
+                   window, has_mask, has_bias, precision="default"):
+    if not _attn_fast((q, k, v, ct), has_mask, has_bias):
+        return registry["dot_product_attention_bwd"].impl(
+            ct, ct_lse, out, lse, q, k, v, *args, wrt=wrt, nout=nout, scale=scale,
+            is_causal=is_causal, window=window, has_mask=has_mask, has_bias=has_bias,
+            precision=precision)
+    p, _ = _attn_probs(q, k, scale, is_causal, window)   # [B,H,T,S]
+    do = ct.transpose(0, 2, 1, 3)                         # [B,H,T,Dv]
+    dp = np.matmul(do, v.transpose(0, 2, 3, 1))           # [B,H,T,S]
+    ds = np.empty(p.shape, np.float32)
+    b, h, t, n = p.shape
+    loops.compiled(_ATTN_ROWS_BWD)(p.reshape(b * h, t, n), dp.reshape(b * h, t, n),
+                                   np.ascontiguousarray(ct_lse, np.float32).reshape(b * h, t),
+                                   ds.reshape(b * h, t, n))
+    sc = np.float32(scale)
+    grads = {0: np.matmul(ds, k.transpose(0, 2, 1, 3)) * sc,                   # [B,H,T,D]
+             1: np.matmul(ds.transpose(0, 1, 3, 2), q.transpose(0, 2, 1, 3)) * sc,
+             2: np.matmul(p.transpose(0, 1, 3, 2), do)}                         # [B,H,S,Dv]
+    return [grads[i].transpose(0, 2, 1, 3) for i in wrt]
+
+
+NATIVE["dot_product_attention"] = _batch_parts(_attention, 0)
+NATIVE["dot_product_attention_bwd"] = _batch_parts(_attention_bwd, 2)
 
 
 # --- row-wise composites: rows split over the thread pool -----------------------------------
