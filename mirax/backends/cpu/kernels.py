@@ -13,6 +13,8 @@ Two kinds, both computing what the reference impl computes:
   silu and softplus run as one compiled loop per part in float32 where numba is present
   (vecmath.py's tanh and logistic: within a few ulp of NumPy's); gelu without numba in
   cache-sized blocks of NumPy calls with in-place temporaries (equal up to rounding).
+  float32 attention without mask or bias takes each score row's softmax and the softmax
+  backward in one compiled pass (the products are the reference's).
   fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
