@@ -52,7 +52,10 @@ def _float_of_bits(typingctx, bits):
 
 @nb.njit(error_model="numpy", cache=True)
 def exp32(x):
-    xc = min(max(x, EXP_LO), EXP_HI)
+    # arguments past either end (and NaN) are computed as 0, then replaced below: computed
+    # at EXP_LO their result would be a subnormal, ~10x slower on x86 (masked softmax rows
+    # of -1e9: 1.4 ms against 0.23 for 4096 x 64)
+    xc = x if EXP_LO <= x <= EXP_HI else F(0.0)
     n = np.floor(xc * F(1.4426950408889634) + F(0.5))
     r = xc - n * F(0.693359375)
     r = r - n * F(-2.12194440e-4)
