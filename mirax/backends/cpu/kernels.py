@@ -351,14 +351,9 @@ def _row_parts(name: str, lead: int, impl=None):
     return run
 
 
-def _last_axis_f32(x, axes) -> bool:
-    return x.dtype == np.float32 and x.ndim >= 1 and tuple(axes) in ((-1,), (x.ndim - 1,)) \
-        and loops.available()
-
-
 def _softmax_bwd(ct, y, x, *, wrt, nout, axes):
-    if not (_last_axis_f32(x, axes) and ct.dtype == y.dtype == np.float32 and x.size and
-            ct.shape == y.shape == x.shape):
+    if not (x.size and tuple(axes) in ((-1,), (x.ndim - 1,)) and loops.available() and
+            ct.dtype == y.dtype == x.dtype == np.float32 and ct.shape == y.shape == x.shape):
         return registry["softmax_bwd"].impl(ct, y, x, wrt=wrt, nout=nout, axes=axes)
     d = x.shape[-1]
     shape = (x.size // d, d)
