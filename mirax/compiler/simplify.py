@@ -45,7 +45,7 @@ def simplify(graph: Graph) -> Graph:
         if _fold(node, ins, consts):
             continue
         new = None
-        for rule in (RULES.get(node.prim.name), _elementwise_rule(node.prim.name)):
+        for rule in (*RULES.get(node.prim.name, ()), _elementwise_rule(node.prim.name)):
             if new is None and rule is not None:
                 new = rule(node, ins, consts, producer)
         if isinstance(new, Var):
@@ -373,27 +373,17 @@ def _adjacent_pads(node, ins, consts, producer):
                       node.outputs, node.source)]
 
 
-def _first(*rules):
-    def rule(node, ins, consts, producer):
-        for r in rules:
-            new = r(node, ins, consts, producer)
-            if new is not None:
-                return new
-        return None
-    return rule
-
-
-RULES = {
-    "dot_general": _diag_dot,
-    "mul": _unit(1, 1),
-    "mul_strong": _strong,
-    "add": _first(_unit(0, 0), _adjacent_pads),
-    "sub": _unit(None, 0),
-    "div": _unit(None, 1),
-    "neg": _neg,
-    "convert_element_type": _convert,
-    "select": _select,
-    "transpose": _transpose,
-    "reshape": _reshape,
-    "broadcast_in_dim": _broadcast,
+RULES = {  # primitive name -> its rules, tried in order (the first that applies wins)
+    "dot_general": (_diag_dot,),
+    "mul": (_unit(1, 1),),
+    "mul_strong": (_strong,),
+    "add": (_unit(0, 0), _adjacent_pads),
+    "sub": (_unit(None, 0),),
+    "div": (_unit(None, 1),),
+    "neg": (_neg,),
+    "convert_element_type": (_convert,),
+    "select": (_select,),
+    "transpose": (_transpose,),
+    "reshape": (_reshape,),
+    "broadcast_in_dim": (_broadcast,),
 }

@@ -426,28 +426,18 @@ _BODIES = {
     "silu": ["ys[i] = v * _logistic32(v)"],
     "silu_bwd": ["t = _logistic32(v)", "ys[i] = g * t * (one + v * (one - t))"],
 }
-_loops: dict = {}   # name -> its compiled loop (looked up once, not per call)
-
-
-def _loop(name: str):
-    """The compiled float32 loop of activation `name` (_BODIES), or None without numba."""
-    if not loops.available():
-        return None
-    loop = _loops.get(name)
-    if loop is None:
-        body = "\n        ".join(_BODIES[name])
-        loop = _loops[name] = loops.compiled(_LOOP.replace("BODY", body))
-    return loop
+_ACTIVATIONS = {name: _LOOP.replace("BODY", "\n        ".join(body))
+                for name, body in _BODIES.items()}
 
 
 def _elementwise_loop(name: str, x, ct=None):
     """`name`'s loop over float32 x (and ct, of x's shape), or None where it does not
     apply (dtype, shapes, numba)."""
     if x.dtype != np.float32 or x.ndim == 0 or (ct is not None and (
-            ct.dtype != x.dtype or ct.shape != x.shape)) or (loop := _loop(name)) is None:
+            ct.dtype != x.dtype or ct.shape != x.shape)) or not loops.available():
         return None
     out = np.empty(x.shape, x.dtype)
-    _run_loop(loop, x, x if ct is None else ct, out)
+    _run_loop(loops.compiled(_ACTIVATIONS[name]), x, x if ct is None else ct, out)
     return out
 
 

@@ -185,14 +185,15 @@ def _mul_strong(g, d):
 
 
 def compiled(src: str):
-    """The numba dispatcher for `src`, from memory, the disk cache, or a fresh compile."""
-    key = hashlib.sha256((_prelude() + src).encode()).hexdigest()[:20]
-    fn = _kernels.get(key)
+    """The numba dispatcher for `src`, from memory (keyed by the source itself: a kernel's
+    constant source string keeps its hash, so a lookup per call costs a dict access), the
+    disk cache, or a fresh compile."""
+    fn = _kernels.get(src)
     if fn is not None:
         return fn
     with _kernels_lock:
-        fn = _kernels.get(key)
-        return fn if fn is not None else _compile(key, src)
+        fn = _kernels.get(src)
+        return fn if fn is not None else _compile(src)
 
 
 def _prelude() -> str:
@@ -208,7 +209,8 @@ def _prelude() -> str:
 _PRELUDE_TEXT = None
 
 
-def _compile(key: str, src: str):
+def _compile(src: str):
+    key = hashlib.sha256((_prelude() + src).encode()).hexdigest()[:20]
     text = _prelude() + '@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")\n' + src
     root = Path(config.get("cache_dir")) / "loops"
     path = root / f"k_{key}.py"
@@ -226,7 +228,7 @@ def _compile(key: str, src: str):
         mod = type(sys)(f"mirax_loop_{key}")
         code = compile(text.replace("__CACHE__", "False"), f"<mirax loop {key}>", "exec")
         exec(code, mod.__dict__)
-    _kernels[key] = mod.kernel
+    _kernels[src] = mod.kernel
     return mod.kernel
 
 

@@ -22,7 +22,7 @@ from mirax.core.runtime import Backend, Device
 
 # --- the claims, in one place --------------------------------------------------------------
 # composites run whole by a hand-written kernel (every other composite is inlined by the
-# pipeline): row kernels of codegen.py, and attention.py's kernels
+# pipeline): row kernels of row_kernels.py, and attention.py's kernels
 ROW_KERNELS = {"softmax": "softmax", "log_softmax": "log_softmax",
                "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
 ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")

@@ -1,4 +1,4 @@
-"""CUDA C generation: fusion nodes become one NVRTC-compiled kernel; rows ops get row kernels.
+"""CUDA C generation: fusion nodes become one NVRTC-compiled kernel (row kernels: row_kernels.py).
 
 Where it sits: runtime.py lowers a planned Graph; each `fusion` node (compiler/fusion.py)
 comes here. A chain of elementwise ops becomes one kernel (values held in registers, one
@@ -23,10 +23,7 @@ ufuncs do op by op; reductions accumulate in float32 and round once. NOTE: CuPy 
 every kernel with -ftz=true, so float32 subnormals, and with them bfloat16's, flush to zero.
 
 `Unsupported` means "no kernel for this": the runtime then runs the group op by op.
-
-Row kernels (softmax, log_softmax, layer_norm, rms_norm over the last axis): one block per
-row, the row held in registers (ITEMS values per thread), block reductions by warp
-shuffles; one read and one write of the data.
+The row kernels (softmax, layer_norm, ...) are row_kernels.py's, on the helpers here.
 """
 from __future__ import annotations
 
@@ -152,7 +149,7 @@ def literal(value, dtype) -> str:
     return f"(({ct}){int(v)}LL)"
 
 
-def _fn(ct, name):
+def math_fn(ct, name):
     return name + "f" if ct == "float" else name
 
 
@@ -164,7 +161,7 @@ def _unary(name, a, ct):
     if name == "neg":
         return f"(-{a})"
     if name == "abs":
-        return f"{_fn(ct, 'fabs')}({a})" if _isfloat(ct) else f"({a} < 0 ? -{a} : {a})"
+        return f"{math_fn(ct, 'fabs')}({a})" if _isfloat(ct) else f"({a} < 0 ? -{a} : {a})"
     if name == "sign":
         s = f"({ct})(({a} > 0) - ({a} < 0))"
         return f"(isnan({a}) ? {a} : {s})" if _isfloat(ct) else s
@@ -182,11 +179,11 @@ def _unary(name, a, ct):
               "erf": "erf", "erfc": "erfc", "erf_inv": "erfinv", "lgamma": "lgamma",
               "floor": "floor", "ceil": "ceil", "trunc": "trunc", "round": "rint"}
     if name in simple:
-        return f"{_fn(ct, simple[name])}({a})"
+        return f"{math_fn(ct, simple[name])}({a})"
     if name == "rsqrt":
-        return f"({one} / {_fn(ct, 'sqrt')}({a}))"
+        return f"({one} / {math_fn(ct, 'sqrt')}({a}))"
     if name == "logistic":
-        return f"({one} / ({one} + {_fn(ct, 'exp')}(-{a})))"
+        return f"({one} / ({one} + {math_fn(ct, 'exp')}(-{a})))"
     raise Unsupported(name)
 
 
@@ -214,7 +211,7 @@ def _binary(name, a, b, ct):
         return f"({a} == 0 ? ({ct})0 : {a} * {b})"
     fns = {"rem": "fmod", "pow": "pow", "atan2": "atan2", "nextafter": "nextafter"}
     if name in fns:
-        return f"{_fn(ct, fns[name])}({a}, {b})"
+        return f"{math_fn(ct, fns[name])}({a}, {b})"
     raise Unsupported(name)
 
 
@@ -263,7 +260,7 @@ def node_expr(node, args: list[str]) -> str:
 
 
 # --- fusion kernels ---------------------------------------------------------------------------
-_kernels: dict = {}  # (kind, source) -> compiled CuPy kernel object: `_compiled`
+_kernels: dict = {}  # (kind, source) -> compiled CuPy kernel object: `compiled`
 failures: list = []  # flat and two-stage kernels NVRTC refused: CuPy's kernels run instead
 # (a two-stage kernel that stores chain values too: the group runs op by op)
 
@@ -303,7 +300,7 @@ def _param_decl(params) -> str:
     return ", ".join(f"{_PARAM[np.dtype(v.aval.dtype)]} x{i}" for i, v in params)
 
 
-def _compiled(kind, src, make, name=""):
+def compiled(kind, src, make, name=""):
     k = _kernels.get((kind, src))
     if k is None:
         _debug(kind, name, src)
@@ -325,7 +322,7 @@ def elementwise_kernel(sub, inline: dict, outputs, name="fused"):
     body = "\n".join(lines)
     kname = f"mirax_{name}"[:60]
     pre = prelude(body)
-    kern = _compiled("elementwise", f"{in_decl}|{out_decl}|{body}",
+    kern = compiled("elementwise", f"{in_decl}|{out_decl}|{body}",
                      lambda: cp.ElementwiseKernel(in_decl, out_decl, body, kname, preamble=pre))
     idx = [i for i, _ in params]
     shape = tuple(outputs[0].aval.shape)
@@ -410,7 +407,7 @@ def _flat_kernel(params, lines, names, outputs, shape, kname):
            + _unrolled(itype, "i", "i0", "n", [], compute, "  ", step="1")
            + either(vec_out, one_out) + "}\n")
     src = prelude(src) + src
-    kern = _compiled("flat elementwise", src, lambda: cp.RawKernel(src, kname))
+    kern = compiled("flat elementwise", src, lambda: cp.RawKernel(src, kname))
     scalar_n = np.int32(n) if itype == "int" else np.int64(n)
     blocks = max(1, -(-n // 1024))  # BLOCK * UNROLL values per block
 
@@ -491,7 +488,7 @@ def reduction_kernel(sub, inline: dict, name="fused"):
     post = f"y = {store(dt, 'a')}" if dt in LOW else f"y = ({acc})a"
     kname = f"mirax_{name}"[:60]
     src_key = f"{in_decl}|{out_decl}|{preamble}// map: {call}; reduce: {reduce_expr}, {identity}"
-    kern = _compiled("reduction", src_key, lambda:
+    kern = compiled("reduction", src_key, lambda:
                      cp.ReductionKernel(in_decl, out_decl, call, reduce_expr, post,
                                         identity, kname, reduce_type=acc, preamble=preamble))
     idx = [i for i, _ in params]
@@ -708,7 +705,7 @@ def _generated(layout, params, lines, names, red, extras, op, kname):
                                   "    ", step),
                 store=store(dt, "acc"))
     code = prelude(code) + code
-    mod = _compiled(f"{layout} reduction", code, lambda: cp.RawModule(code=code))
+    mod = compiled(f"{layout} reduction", code, lambda: cp.RawModule(code=code))
     # (get_function compiles: a source NVRTC refuses fails here, not in a plan's run)
     stage1, stage2 = mod.get_function(name), mod.get_function(name + "_2")
     blocks = 8 * _sm_count(cp.cuda.runtime.getDevice())  # 8 blocks of 256 fill an SM
@@ -805,182 +802,3 @@ def _reduction_op(prim_name: str, dt) -> tuple[str, str, str]:
     lim = {"MIN": str(info.min), "MAX": str(info.max)}
     return ctype(dt), lim.get(i_id, i_id) + ("LL" if dt.kind == "i" else "ULL"), \
         expr.replace("isnan(a) || ", "")
-
-
-# --- row kernels (softmax, log_softmax, layer_norm, rms_norm over the last axis) -----------------
-_ROW_COMMON = r"""
-#define BLOCK {block}
-#define ITEMS {items}
-#define D {d}
-typedef {t} T;  // computed in
-typedef {s} S;  // stored as
-#define LD(v) {ld}
-#define ST(v) {st}
-#define NEG_INF (-(T)__int_as_float(0x7f800000))
-#define EXP {exp}
-#define LOG {log}
-#define SQRT {sqrt}
-#define FMAX {fmax}
-__device__ __forceinline__ T warp_sum(T v) {{
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-  return v;
-}}
-__device__ __forceinline__ T warp_max(T v) {{
-  for (int o = 16; o > 0; o >>= 1) v = FMAX(v, __shfl_xor_sync(0xffffffff, v, o));
-  return v;
-}}
-__device__ T block_sum(T v, T* sh) {{
-  v = warp_sum(v);
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  if (lane == 0) sh[w] = v;
-  __syncthreads();
-  v = threadIdx.x < (BLOCK >> 5) ? sh[threadIdx.x] : (T)0;
-  if (w == 0) v = warp_sum(v);
-  if (threadIdx.x == 0) sh[0] = v;
-  __syncthreads();
-  T r = sh[0];
-  __syncthreads();
-  return r;
-}}
-__device__ T block_max(T v, T* sh) {{
-  v = warp_max(v);
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  if (lane == 0) sh[w] = v;
-  __syncthreads();
-  v = threadIdx.x < (BLOCK >> 5) ? sh[threadIdx.x] : NEG_INF;
-  if (w == 0) v = warp_max(v);
-  if (threadIdx.x == 0) sh[0] = v;
-  __syncthreads();
-  T r = sh[0];
-  __syncthreads();
-  return r;
-}}
-"""
-
-# The row bodies share their opening (the row's values in registers), the max pass of the
-# softmax pair and the scaled store of the norm pair; each op adds its own passes.
-_ROW_OPEN = r"""
-  __shared__ T sh[32];
-  const size_t base = (size_t)blockIdx.x * D;
-  T v[ITEMS];
-"""
-_ROW_MAX = _ROW_OPEN + r"""  T m = NEG_INF;
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? LD(x[base + j]) : NEG_INF;
-    m = FMAX(m, v[i]);
-  }}
-  m = block_max(m, sh);
-  if (!isfinite(m)) m = 0;
-  T s = 0;
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-"""
-
-
-def _norm_store(bias: bool) -> str:
-    return r"""  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    if (j < D) {{
-      T r = v[i] * inv;
-      if (HAS_W) r = r * LD(w[j]);
-""" + ("      if (HAS_B) r = r + LD(b[j]);\n" if bias else "") + r"""      y[base + j] = ST(r);
-    }}
-  }}
-}}
-"""
-
-
-_ROW_BODY = {
-    "softmax": r"""
-extern "C" __global__ void mirax_softmax(const S* __restrict__ x, S* __restrict__ y) {{"""
-    + _ROW_MAX + r"""    v[i] = j < D ? EXP(v[i] - m) : (T)0;
-    s += v[i];
-  }}
-  s = block_sum(s, sh);
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    if (j < D) y[base + j] = ST(v[i] / s);
-  }}
-}}
-""",
-    "log_softmax": r"""
-extern "C" __global__ void mirax_log_softmax(const S* __restrict__ x, S* __restrict__ y) {{"""
-    + _ROW_MAX + r"""    v[i] = v[i] - m;
-    s += j < D ? EXP(v[i]) : (T)0;
-  }}
-  const T ls = LOG(block_sum(s, sh));
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    if (j < D) y[base + j] = ST(v[i] - ls);
-  }}
-}}
-""",
-    "layer_norm": r"""
-extern "C" __global__ void mirax_layer_norm(const S* __restrict__ x, const S* __restrict__ w,
-                                            const S* __restrict__ b, S* __restrict__ y, T eps) {{"""
-    + _ROW_OPEN + r"""  T s = 0;
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? LD(x[base + j]) : (T)0;
-    s += v[i];
-  }}
-  const T mean = block_sum(s, sh) / D;
-  T q = 0;
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    v[i] = v[i] - mean;
-    q += j < D ? v[i] * v[i] : (T)0;
-  }}
-  const T inv = (T)1 / SQRT(block_sum(q, sh) / D + eps);
-""" + _norm_store(True),
-    "rms_norm": r"""
-extern "C" __global__ void mirax_rms_norm(const S* __restrict__ x, const S* __restrict__ w,
-                                          S* __restrict__ y, T eps) {{"""
-    + _ROW_OPEN + r"""  T q = 0;
-  #pragma unroll
-  for (int i = 0; i < ITEMS; i++) {{
-    const int j = threadIdx.x + i * BLOCK;
-    v[i] = j < D ? LD(x[base + j]) : (T)0;
-    q += v[i] * v[i];
-  }}
-  const T inv = (T)1 / SQRT(block_sum(q, sh) / D + eps);
-""" + _norm_store(False),
-}
-
-MAX_ITEMS = 32
-
-
-def row_geometry(d: int) -> tuple[int, int]:
-    """(threads per block, values per thread) for rows of length d."""
-    block = 32
-    while block < 1024 and block * 8 < d:
-        block *= 2
-    return block, -(-d // block)
-
-
-def row_kernel(op: str, dtype, d: int, has_w=False, has_b=False):
-    """The compiled row kernel for `op` on rows of `d` values, or Unsupported. 16-bit
-    floats are computed in float32 and rounded once on store."""
-    dtype = np.dtype(dtype)
-    if dtype not in (np.dtype(np.float32), np.dtype(np.float64)) and dtype not in LOW:
-        raise Unsupported(f"{op} row kernel on {dtypes.short_name(dtype)}")
-    block, items = row_geometry(d)
-    if d == 0 or items > MAX_ITEMS:
-        raise Unsupported(f"{op} row of {d}")
-    t = ctype(dtype)
-    src = (f"#define HAS_W {int(has_w)}\n#define HAS_B {int(has_b)}\n"
-           + _ROW_COMMON.format(block=block, items=items, d=d, t=t, exp=_fn(t, "exp"),
-                                log=_fn(t, "log"), sqrt=_fn(t, "sqrt"), fmax=_fn(t, "fmax"),
-                                s=storage(dtype), ld=load(dtype, "(v)"), st=store(dtype, "(v)"))
-           + _ROW_BODY[op].format())
-    src = prelude(src) + src
-    kern = _compiled("row kernel", src, lambda: cp.RawKernel(src, f"mirax_{op}"), op)
-    return kern, block

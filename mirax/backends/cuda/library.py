@@ -9,7 +9,7 @@ Three kinds of entries, each a function `(*bufs, **params) -> buffer(s)`:
   ufuncs and most array functions to CuPy (`__array_ufunc__` / `__array_function__`),
   so `np.exp(x)` on a CuPy array is `cupy.exp(x)`; the CUDA tests check each listed
   primitive against NumPy;
-- composites (softmax, layer_norm, ...): the row kernels of codegen.py where they apply,
+- composites (softmax, layer_norm, ...): the row kernels of row_kernels.py where they apply,
   else the body compiled for CUDA (runtime.py), so no composite goes through the host.
 
 Every entry runs under `guarded`: host buffers among the arguments move to the device,

@@ -25,7 +25,7 @@ import cupy as cp
 import numpy as np
 
 from mirax.core import config, profile_events
-from mirax.backends.cuda import codegen, graphs
+from mirax.backends.cuda import codegen, graphs, row_kernels
 from mirax.backends.cuda.library import GEMV_MIN, leading, to_device
 from mirax.compiler.fusion import elementwise_names
 from mirax.compiler.pipeline import debug_level
@@ -294,7 +294,7 @@ def row_impl(prim, op):
             d = x.shape[-1] if x.ndim else 0
             has_w = params.get("has_weight", False)
             has_b = params.get("has_bias", False)
-            kern, block = codegen.row_kernel(op, x.dtype, d, has_w, has_b)
+            kern, block = row_kernels.row_kernel(op, x.dtype, d, has_w, has_b)
         except codegen.Unsupported:
             return fallback(*bufs, **params)
         x = cp.ascontiguousarray(x)
