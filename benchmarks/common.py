@@ -69,13 +69,20 @@ def blas_info() -> list:
 
 def interleave(cases: dict, rounds: int = 7, number: int = 1, warmup: int = 2) -> dict:
     """Median seconds per call of each zero-argument callable, timing `number` calls per
-    round and visiting the cases round by round (so slow drifts hit all alike)."""
+    round and visiting the cases round by round (so slow drifts hit all alike).
+
+    Each round's timed calls follow one untimed call of the same case: the framework run
+    just before may leave its threads spinning on the cores for a while after its last
+    call (OpenMP's and XLA's workers wait that way), and the first call after the switch
+    pays for it. On 2 cores that first call measured up to 3x the next ones (a 0.5 ms
+    convolution right after PyTorch's)."""
     for fn in cases.values():
         for _ in range(warmup):
             fn()
     times = {name: [] for name in cases}
     for _ in range(rounds):
         for name, fn in cases.items():
+            fn()
             t0 = time.perf_counter()
             for _ in range(number):
                 fn()

@@ -8,7 +8,6 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.backends.cpu import kernels, loops
 from mirax.compiler import optimize
-from mirax.core import config
 from mirax.core.avals import ShapedArray
 from mirax.graph.graph import Node, Var
 from mirax.ops.dot import dot_general_p
@@ -172,38 +171,51 @@ def test_float_div_is_a_raw_ufunc_int_div_truncates(knobs, monkeypatch, capsys):
     np.testing.assert_allclose(np.asarray(i(ia, ib)), np.array([-4 - 3.5, -4 - 3.5]))
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_conv_batch_parts_match_the_reference_at_every_thread_count(knobs, monkeypatch,
-                                                                    threads):
-    """Under jit the CPU runs a big enough convolution on parts of its batch of a fixed
-    size (kernels.CONV_PART multiply-adds, set small here): the same values at every
-    thread count, and the whole call's up to the GEMM's rounding (each batch element is
-    its own columns of the product)."""
-    knobs(cpu_threads=threads)
-    monkeypatch.setattr(kernels, "CONV_PART", 3 * 8 * 16 * 9 * 24 * 24)  # 3 images a part
-    prim = registry["conv_general_dilated"]
-    impl, seen = prim.impl, []
+_CONVS = [  # (lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation)
+    ((14, 16, 12, 11), (8, 16, 3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (1, 1)),
+    ((3, 5, 9, 9), (4, 5, 2, 3), (2, 3), ((2, 0), (-1, 1)), (1, 1), (2, 1)),
+    ((2, 3, 7, 6), (5, 3, 3, 2), (1, 2), ((1, 2), (2, 0)), (1, 2), (1, 1)),
+    ((2, 4, 5, 8), (3, 4, 5, 5), (1, 1), ((2, 2), (2, 2)), (2, 1), (1, 2)),
+    # kernels bigger than the output: a weight gradient's orientation
+    ((6, 7, 10, 9), (5, 7, 9, 7), (1, 1), ((1, 1), (0, 1)), (1, 1), (1, 1)),
+    ((6, 7, 10, 9), (5, 7, 5, 4), (1, 1), ((0, 1), (1, 0)), (1, 1), (2, 2)),
+    ((4, 3, 11, 11), (2, 3, 4, 4), (2, 2), ((0, 0), (0, 0)), (1, 2), (2, 2)),
+]
 
-    def spy(lhs, rhs, **params):
-        seen.append(lhs.shape[0])
-        return impl(lhs, rhs, **params)
-    monkeypatch.setattr(prim, "impl", spy)
-    rng = np.random.default_rng(7)
-    lhs = rng.standard_normal((14, 16, 24, 24)).astype(np.float32)
-    rhs = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
-    params = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1),
-                  rhs_dilation=(1, 1), feature_group_count=1)
-    got = np.asarray(mx.jit(lambda a, b: mx.lax.conv_general_dilated(
-        a, b, (1, 1), ((1, 1), (1, 1))))(lhs, rhs))
-    assert sorted(seen) == [2, 3, 3, 3, 3]
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", range(len(_CONVS)))
+def test_conv_kernel_matches_the_reference_at_every_thread_count(knobs, monkeypatch, dtype,
+                                                                 case):
+    """The CPU's convolution kernel (im2col in blocks by a compiled loop, a product per
+    block; small blocks here, so that there are several) against the reference impl, in
+    both orientations, with strides, dilations and negative padding: within the
+    products' rounding (the columns' order differs), and the same values at 1, 2 and 3
+    threads."""
+    if not loops.available():
+        pytest.skip("numba not installed")
+    lshape, rshape, strides, padding, ld, rd = _CONVS[case]
+    monkeypatch.setattr(kernels, "CONV_BLOCK", 7 * rshape[1] * 8)
+    rng = np.random.default_rng(case)
+    lhs, rhs = rng.standard_normal(lshape).astype(dtype), rng.standard_normal(rshape).astype(dtype)
+    params = dict(window_strides=strides, padding=padding, lhs_dilation=ld, rhs_dilation=rd,
+                  feature_group_count=1)
+    impl = registry["conv_general_dilated"].impl
     want = impl(lhs, rhs, **params)
-    # sums of 144 products in float32: within 144 ulp of the sum of |terms|
-    bound = 144 * 2.0 ** -24 * impl(np.abs(lhs), np.abs(rhs), **params)
-    assert np.all(np.abs(got - want) <= bound)
-    with config.override(cpu_threads=1):
-        one = np.asarray(mx.jit(lambda a, b: mx.lax.conv_general_dilated(
-            a, b, (1, 1), ((1, 1), (1, 1))))(lhs, rhs))
-    np.testing.assert_array_equal(got, one)
+
+    def f(a, b):
+        return mx.lax.conv_general_dilated(a, b, strides, padding, ld, rd)
+    got = {}
+    for threads in (1, 2, 3):
+        knobs(cpu_threads=threads)
+        got[threads] = np.asarray(mx.jit(f)(lhs, rhs))
+    assert got[1].shape == want.shape
+    k = rshape[1] * rshape[2] * rshape[3]
+    eps = np.finfo(dtype).eps
+    bound = k * eps * impl(np.abs(lhs), np.abs(rhs), **params)   # sums of k products
+    assert np.all(np.abs(got[1] - want) <= bound)
+    np.testing.assert_array_equal(got[2], got[1])
+    np.testing.assert_array_equal(got[3], got[1])
 
 
 @pytest.mark.parametrize("causal,window,t,s", [(False, None, 33, 33), (True, None, 33, 33),
