@@ -188,32 +188,41 @@ def _conv(node):
     block = max(1, CONV_BLOCK // (width * dt.itemsize))   # rows
     args = (*u_sp, *v_sp, *su, *sv, *lo, *ld)
 
-    def im2col(x, r0, r1):
-        cols = np.empty((r1 - r0, width), dt)
-        loops.compiled(_IM2COL)(x, cols, r0, *args)
-        return cols
+    def on_threads(blocks, x, product):
+        """product(i, cols) for each block i of rows, its columns copied in a buffer of
+        the thread's; the blocks in one run a thread (one buffer, one hand-off each)."""
+        kernel = loops.compiled(_IM2COL)
+        t = min(n_threads(), len(blocks))
+        runs = parts(len(blocks), -(-len(blocks) // t))
+
+        def run(j):
+            buf = np.empty((blocks[0][1] - blocks[0][0], width), dt)   # the longest
+            for i in range(*runs[j]):
+                r0, r1 = blocks[i]
+                kernel(x, buf[:r1 - r0], r0, *args)
+                product(i, buf[:r1 - r0])
+        pool.map(run, len(runs))
 
     if forward:
         def run(x, w):
-            xl = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
             wm = w.transpose(2, 3, 1, 0).reshape(width, o)
             y = np.empty((rows, o), dt)
-            # at least a block a thread (each row is its own dot products, so the split
-            # does not change the values)
-            ps = parts(rows, max(min(block, -(-rows // n_threads())), parallel.MIN_ROWS))
-            pool.map(lambda i: np.matmul(im2col(xl, *ps[i]), wm, out=y[slice(*ps[i])]),
-                     len(ps))
+            # at least a block a thread (each row is its own dot products: the split does
+            # not change the values)
+            blocks = parts(rows, max(min(block, -(-rows // n_threads())), parallel.MIN_ROWS))
+            on_threads(blocks, np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+                       lambda i, cols: np.matmul(cols, wm, out=y[slice(*blocks[i])]))
             return y.reshape((-1,) + out_sp + (o,)).transpose(0, 3, 1, 2)
         return run
 
-    blocks = parts(rows, block)
+    blocks = parts(rows, block)   # a fixed size: the sum over blocks is the same at any
+                                  # thread count
 
     def run_weight_grad(x, w):
-        xl = np.ascontiguousarray(x.transpose(1, 2, 3, 0))
         wm = w.transpose(1, 2, 3, 0).reshape(rows, o)
         y = np.empty((len(blocks), width, o), dt)
-        pool.map(lambda i: np.matmul(im2col(xl, *blocks[i]).T, wm[slice(*blocks[i])],
-                                     out=y[i]), len(blocks))
+        on_threads(blocks, np.ascontiguousarray(x.transpose(1, 2, 3, 0)),
+                   lambda i, cols: np.matmul(cols.T, wm[slice(*blocks[i])], out=y[i]))
         y = y.sum(0) if len(blocks) > 1 else y[0]
         return y.reshape(out_sp + (z, o)).transpose(2, 3, 0, 1)
     return run_weight_grad
