@@ -66,8 +66,15 @@ _BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
 
 MIN_SIZE = 1 << 12   # elements: below this the call costs more than the unfused ops
 PART = 1 << 17       # elements per part run by one thread of the pool
-HEAVY_PART = PART // 16   # ... and of loops with exp, tanh, sin...: an element costs
-#                           several times an add's
+HEAVY_PART = PART // 2   # ... and of loops with exp, tanh, sin...: an element costs
+#                          several times an add's
+# A part handed to a worker must outlast the hand-off: the worker's wake-up and the GIL's
+# passes between the threads took 40-50 us on the 2 cores of a cloud VM. There (jitted
+# single fusions, cpu_threads 1 against 2), a 16K-element tanh loop took 50 us whole and
+# 102 us in two parts of 8K; 131K elements of x * 2 + 1 took 32 us whole and 92 us in two
+# parts, 1M of it 409 and 299 us. So a part has at least HEAVY_PART elements (about
+# 100 us of tanh) or, without transcendental ops, CHEAP_PART.
+CHEAP_PART = 2 * PART
 MIN_OPS = 2
 
 _numba = None
@@ -275,9 +282,10 @@ def compile_fusion(node):
     kinds = [lay.ins[v] for v in ins]
     red_out = [o in red for o in outs]
     even = not red    # no sums: parts spread evenly over the call's threads (any split
-    # gives the same values), at least PART / 2 elements each (HEAVY_PART with exp, tanh..)
+    # gives the same values), at least CHEAP_PART elements each (HEAVY_PART with exp,
+    # tanh..)
     heavy = any(m.prim.name in _F32_OPS for m in members)
-    most = max(1, (L * R) // (HEAVY_PART if heavy else PART // 2))
+    most = max(1, (L * R) // (HEAVY_PART if heavy else CHEAP_PART))
     if len(ps) == 1 and (not even or most == 1):
         def run(*bufs):
             xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
