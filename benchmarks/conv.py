@@ -90,9 +90,16 @@ def main(argv=None):
                              f"{base / s:.2f}" if name != "mirax jit" else ""])
             print(rows[-len(t):], flush=True)
     kernels = [(b["internal_api"], b["architecture"]) for b in blas_info()]
-    print(f"\n{THREADS} thread(s); BLAS: {kernels}\n")
-    print(markdown_table(["shape (N H W Ci -> Co)", "pass", "framework", "ms",
-                          "mirax / this"], rows))
+    text = (f"# 3x3 convolutions, mirax vs JAX and PyTorch (CPU)\n\n`python "
+            f"benchmarks/conv.py --threads {args.threads} --rounds {args.rounds}`: "
+            f"{THREADS} thread(s), medians of interleaved rounds; \"mirax / this\": "
+            f"mirax's time over the peer's (above 1: mirax slower). BLAS: {kernels}.\n\n"
+            + markdown_table(["shape (N H W Ci -> Co)", "pass", "framework", "ms",
+                              "mirax / this"], rows) + "\n")
+    out = HERE / "results" / f"conv_{THREADS}t.md"
+    out.write_text(text)
+    print(text)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
