@@ -443,6 +443,36 @@ def test_row_kernels_low_precision(op, dtype):
     _close(fn(_cuda(x), _cuda(w), _cuda(b)), want, tol, tol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+@pytest.mark.parametrize("d,lead,labels", [(10, (64,), "int32"), (1000, (4, 9), "int64"),
+                                           (3000, (5,), "int32")])
+def test_softmax_cross_entropy_row_kernels(dtype, d, lead, labels):
+    """softmax_cross_entropy and its backward run as one row kernel each (natives, not the
+    decomposed body): the mean loss and its gradient against the CPU's NumPy kernels, a
+    label outside the row giving a NaN loss and a gradient of softmax * ct alone."""
+    rng = _rng("sce", dtype, d)
+    x = _low(rng.standard_normal(lead + (d,)) * 3, dtype)
+    y = rng.integers(0, d, lead).astype(labels)
+    y.reshape(-1)[1] = d   # out of the row
+    wts = np.arange(1, y.size + 1, dtype=np.float32).reshape(lead)
+
+    def f(x, y):   # the loss (NaN at row 1) and the gradient of its weighted sum (finite)
+        return (mx.nn.softmax_cross_entropy(x, y),
+                mx.grad(lambda x: mnp.sum(mx.nn.softmax_cross_entropy(x, y) * wts))(x))
+    # the reference: the CPU's kernels in float32 on the rounded inputs, rounded once (as
+    # the CUDA kernels; NumPy's bfloat16 softmax sums in bfloat16: 4% off over 1000 terms)
+    want = [w.astype(dtype) for w in f(mx.asarray(x).astype("float32" if dtype == "bfloat16"
+                                                             else dtype), mx.asarray(y))]
+    before = {k: BE.report[(k, "native")] for k in ("softmax_cross_entropy",
+                                                   "softmax_cross_entropy_bwd")}
+    got = mx.jit(f)(_cuda(x), _cuda(y))
+    for k, n in before.items():
+        assert BE.report[(k, "native")] > n, k
+    tol = 1e-2 if dtype == "bfloat16" else 1e-5   # bfloat16: a rounding (2^-8) each side
+    _close(got, want, tol, tol * 10)
+    assert np.isnan(np.asarray(got[0]).reshape(-1)[1])
+
+
 def test_fused_integer_div_rem_shift():
     def f(x, y):
         return (mx.lax.div(x, y) + mx.lax.rem(x, y) * 3, mnp.left_shift(x, y),

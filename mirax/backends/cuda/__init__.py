@@ -24,7 +24,9 @@ from mirax.core.runtime import Backend, Device
 # composites run whole by a hand-written kernel (every other composite is inlined by the
 # pipeline): row kernels of row_kernels.py, and attention.py's kernels
 ROW_KERNELS = {"softmax": "softmax", "log_softmax": "log_softmax",
-               "layer_norm": "layer_norm", "rms_norm": "rms_norm"}
+               "layer_norm": "layer_norm", "rms_norm": "rms_norm",
+               "softmax_cross_entropy": "softmax_cross_entropy",
+               "softmax_cross_entropy_bwd": "softmax_cross_entropy_bwd"}
 ATTENTION = ("dot_product_attention", "dot_product_attention_bwd")
 KERNELS = frozenset(ROW_KERNELS) | frozenset(ATTENTION)
 # then per primitive (`_make`): library.explicit_impls() (CuPy code), REFERENCE_OK below

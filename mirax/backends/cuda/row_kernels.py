@@ -1,5 +1,6 @@
-"""CUDA row kernels: softmax, log_softmax, layer_norm and rms_norm (and their backwards)
-over the last axis, generated per (op, dtype, row length) on codegen.py's helpers.
+"""CUDA row kernels: softmax, log_softmax, layer_norm, rms_norm and softmax_cross_entropy
+(its forward and backward) over the last axis, generated per (op, dtype, row length) on
+codegen.py's helpers.
 
 One block per row, the row held in registers (ITEMS values per thread), block reductions
 by warp shuffles; one read and one write of the data. 16-bit floats are computed in
@@ -20,6 +21,7 @@ _ROW_COMMON = r"""
 #define D {d}
 typedef {t} T;  // computed in
 typedef {s} S;  // stored as
+typedef {l} L;  // labels (softmax_cross_entropy)
 #define LD(v) {ld}
 #define ST(v) {st}
 #define NEG_INF (-(T)__int_as_float(0x7f800000))
@@ -127,6 +129,40 @@ extern "C" __global__ void mirax_log_softmax(const S* __restrict__ x, S* __restr
   }}
 }}
 """,
+    # a row's loss: its logsumexp minus its label's logit (NaN for a label outside the row,
+    # as the reference); the backward: (softmax - one_hot(label)) times the row's cotangent
+    "softmax_cross_entropy": r"""
+extern "C" __global__ void mirax_softmax_cross_entropy(const S* __restrict__ x,
+                                                       const L* __restrict__ labels,
+                                                       S* __restrict__ loss) {{"""
+    + _ROW_MAX + r"""    v[i] = v[i] - m;
+    s += j < D ? EXP(v[i]) : (T)0;
+  }}
+  const T ls = LOG(block_sum(s, sh));
+  if (threadIdx.x == 0) {{
+    const long long c = (long long)labels[blockIdx.x];
+    loss[blockIdx.x] = ST(c >= 0 && c < D ? ls - (LD(x[base + c]) - m) : (T)nan(""));
+  }}
+}}
+""",
+    "softmax_cross_entropy_bwd": r"""
+extern "C" __global__ void mirax_softmax_cross_entropy_bwd(const S* __restrict__ ct,
+                                                           const S* __restrict__ x,
+                                                           const L* __restrict__ labels,
+                                                           S* __restrict__ dx) {{"""
+    + _ROW_MAX + r"""    v[i] = j < D ? EXP(v[i] - m) : (T)0;
+    s += v[i];
+  }}
+  s = block_sum(s, sh);
+  const T g = LD(ct[blockIdx.x]) / s;
+  const long long c = (long long)labels[blockIdx.x];
+  #pragma unroll
+  for (int i = 0; i < ITEMS; i++) {{
+    const int j = threadIdx.x + i * BLOCK;
+    if (j < D) dx[base + j] = ST(v[i] * g - (j == c ? LD(ct[blockIdx.x]) : (T)0));
+  }}
+}}
+""",
     "layer_norm": r"""
 extern "C" __global__ void mirax_layer_norm(const S* __restrict__ x, const S* __restrict__ w,
                                             const S* __restrict__ b, S* __restrict__ y, T eps) {{"""
@@ -172,18 +208,27 @@ def row_geometry(d: int) -> tuple[int, int]:
     return block, -(-d // block)
 
 
-def row_kernel(op: str, dtype, d: int, has_w=False, has_b=False):
+_LABELS = {np.dtype(t): c for t, c in ((np.int8, "signed char"), (np.int16, "short"),
+                                         (np.int32, "int"), (np.int64, "long long"),
+                                         (np.uint8, "unsigned char"),
+                                         (np.uint16, "unsigned short"))}
+
+
+def row_kernel(op: str, dtype, d: int, has_w=False, has_b=False, label_dtype=np.int32):
     """The compiled row kernel for `op` on rows of `d` values, or Unsupported. 16-bit
     floats are computed in float32 and rounded once on store."""
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)) and dtype not in LOW:
         raise Unsupported(f"{op} row kernel on {dtypes.short_name(dtype)}")
+    if np.dtype(label_dtype) not in _LABELS:
+        raise Unsupported(f"{op} with {dtypes.short_name(label_dtype)} labels")
     block, items = row_geometry(d)
     if d == 0 or items > MAX_ITEMS:
         raise Unsupported(f"{op} row of {d}")
     t = ctype(dtype)
     src = (f"#define HAS_W {int(has_w)}\n#define HAS_B {int(has_b)}\n"
            + _ROW_COMMON.format(block=block, items=items, d=d, t=t,
+                                l=_LABELS[np.dtype(label_dtype)],
                                 **{f: math_fn(t, f) for f in ("exp", "log", "sqrt", "fmax")},
                                 s=storage(dtype), ld=load(dtype, "(v)"), st=store(dtype, "(v)"))
            + _ROW_BODY[op].format())

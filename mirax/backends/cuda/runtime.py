@@ -285,6 +285,8 @@ def body_impl(prim):
 def row_impl(prim, op):
     """softmax & co over the last axis with codegen's row kernel; the body otherwise."""
     fallback = body_impl(prim)
+    if op.startswith("softmax_cross_entropy"):
+        return _cross_entropy(op, fallback)
 
     def run(*bufs, **params):
         x = bufs[0]
@@ -314,4 +316,29 @@ def row_impl(prim, op):
             w = extra.pop(0) if has_w else x
             kern((rows,), (block,), (x, w, y, eps))
         return y
+    return run
+
+
+def _cross_entropy(op, fallback):
+    """softmax_cross_entropy(logits, labels) -> a loss a row, and its backward (ct, out,
+    logits, labels) -> [d logits], one row kernel each (the body: a dozen kernels)."""
+    bwd = op.endswith("_bwd")
+
+    def run(*bufs, **params):
+        x, labels = bufs[2:4] if bwd else bufs
+        try:
+            if x.ndim == 0 or (bwd and tuple(params["wrt"]) != (0,)):
+                raise codegen.Unsupported(op)
+            kern, block = row_kernels.row_kernel(op, x.dtype, x.shape[-1],
+                                                 label_dtype=labels.dtype)
+        except codegen.Unsupported:
+            return fallback(*bufs, **params)
+        x, labels = cp.ascontiguousarray(x), cp.ascontiguousarray(labels)
+        out = cp.empty_like(x) if bwd else cp.empty(x.shape[:-1], x.dtype)
+        if x.size:
+            args = (x, labels, out)
+            if bwd:
+                args = (cp.ascontiguousarray(bufs[0].astype(x.dtype, copy=False)),) + args
+            kern((x.size // x.shape[-1],), (block,), args)
+        return [out] if bwd else out
     return run
