@@ -146,6 +146,7 @@ def kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld
                         row[o + z] = 0
 """
 CONV_BLOCK = 1 << 19   # bytes of columns a block (L2-sized: copied, then multiplied in cache)
+CONV_PARTIALS = 1 << 26   # bytes of a weight gradient's per-block products, at most
 
 
 def _conv(node):
@@ -215,8 +216,10 @@ def _conv(node):
             return y.reshape((-1,) + out_sp + (o,)).transpose(0, 3, 1, 2)
         return run
 
-    blocks = parts(rows, block)   # a fixed size: the sum over blocks is the same at any
-                                  # thread count
+    # blocks of a size fixed by the shapes (the sum over them is the same at any thread
+    # count), few enough that their products [width, o] fit in CONV_PARTIALS
+    most = max(1, CONV_PARTIALS // (width * o * dt.itemsize))
+    blocks = parts(rows, max(block, -(-rows // most)))
 
     def run_weight_grad(x, w):
         wm = w.transpose(1, 2, 3, 0).reshape(rows, o)
