@@ -108,7 +108,7 @@ def test_blocked_fusion_with_reductions(knobs, splits):
     np.testing.assert_array_equal(got[2], want[2])
 
 
-@pytest.mark.parametrize("shape", [(600_000,), (400, 700)])
+@pytest.mark.parametrize("shape", [(300_000,), (400, 700)])
 def test_compiled_loops(shape, knobs, tmp_path, splits):
     pytest.importorskip("numba")
     knobs(numba=True, cache_dir=str(tmp_path))

@@ -73,8 +73,10 @@ HEAVY_PART = PART // 2   # ... and of loops with exp, tanh, sin...: an element c
 # single fusions, cpu_threads 1 against 2), a 16K-element tanh loop took 50 us whole and
 # 102 us in two parts of 8K; 131K elements of x * 2 + 1 took 32 us whole and 92 us in two
 # parts, 1M of it 409 and 299 us. So a part has at least HEAVY_PART elements (about
-# 100 us of tanh) or, without transcendental ops, CHEAP_PART.
-CHEAP_PART = 2 * PART
+# 100 us of tanh) or, without transcendental ops, CHEAP_BYTES of the group's full-shape
+# operands and results (memory traffic: the Adam update over 784 x 512 moves 28 bytes an
+# element, x * 2 + 1 eight).
+CHEAP_BYTES = 1 << 21
 MIN_OPS = 2
 
 _numba = None
@@ -282,10 +284,12 @@ def compile_fusion(node):
     kinds = [lay.ins[v] for v in ins]
     red_out = [o in red for o in outs]
     even = not red    # no sums: parts spread evenly over the call's threads (any split
-    # gives the same values), at least CHEAP_PART elements each (HEAVY_PART with exp,
-    # tanh..)
+    # gives the same values), at least HEAVY_PART elements each with exp, tanh.., else
+    # CHEAP_BYTES
     heavy = any(m.prim.name in _F32_OPS for m in members)
-    most = max(1, (L * R) // (HEAVY_PART if heavy else CHEAP_PART))
+    moved = sum(np.dtype(v.aval.dtype).itemsize for v, k in zip(ins, kinds) if k == "full") \
+        + sum(d.itemsize for s, d, _ in out_specs if len(s) == 2)
+    most = max(1, (L * R) // HEAVY_PART if heavy else (L * R * moved) // CHEAP_BYTES)
     if len(ps) == 1 and (not even or most == 1):
         def run(*bufs):
             xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
