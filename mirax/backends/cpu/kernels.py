@@ -5,7 +5,8 @@ Two kinds, both computing what the reference impl computes:
   shapes let it skip per-call work (dot_general: the transposes, reshapes and sizes are
   worked out once; the BLAS calls are the reference impl's, so results are bitwise equal;
   a contraction of size 1 is an outer product, one einsum, also exact; fusion: the
-  cache-blocked loop of blocked.py).
+  compiled or cache-blocked loops; 2-d convolutions: im2col in cache-sized blocks by a
+  compiled loop and a product per block, equal up to the products' rounding).
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_add scatters rows with a
   numba loop where numba is present (_rows.py), else each block of rows into the flat
   output with one 1-d `np.add.at` (NumPy's fast path); both accumulate in index order,

@@ -327,7 +327,7 @@ def _cross_entropy(op, fallback):
     def run(*bufs, **params):
         x, labels = bufs[2:4] if bwd else bufs
         try:
-            if x.ndim == 0 or (bwd and tuple(params["wrt"]) != (0,)):
+            if bwd and tuple(params["wrt"]) != (0,):
                 raise codegen.Unsupported(op)
             kern, block = row_kernels.row_kernel(op, x.dtype, x.shape[-1],
                                                  label_dtype=labels.dtype)
