@@ -7,6 +7,8 @@ Shapes: the small ResNet of benchmarks/training.py (batch 16, 16x16, 16 channels
 wider and bigger ones. mirax's kernel: backends/cpu/kernels.py, `_conv`.
 
     python benchmarks/conv.py [--threads N] [--rounds 7]
+
+writes benchmarks/results/conv_<threads>t.md.
 """
 from __future__ import annotations
 
