@@ -38,6 +38,27 @@ def cast_like(a, like):
     return np.asarray(a).astype(like.dtype, copy=False)
 
 
+_LOW = (np.dtype(np.float16), dtypes.bfloat16)
+
+
+def in_float32(fn):
+    """`fn` with 16-bit float arrays computed in float32 and its float32 results rounded
+    back to that dtype, when every float argument has that one dtype: NumPy sums a
+    bfloat16 array in bfloat16 (a softmax over rows of 1000 came out 8% off, a layer_norm
+    10%; in float32, rounded once, 0.4%, as JAX)."""
+    def run(*args, **kw):
+        floats = {a.dtype for a in args if getattr(a, "dtype", None) is not None and
+                  dtypes.is_inexact(a.dtype)}
+        low = floats.pop() if len(floats) == 1 else None
+        if low not in _LOW:
+            return fn(*args, **kw)
+        out = fn(*(a.astype(np.float32) if getattr(a, "dtype", None) == low else a
+                   for a in args), **kw)
+        back = (lambda r: r.astype(low) if r.dtype == np.float32 else r)
+        return [back(r) for r in out] if isinstance(out, list) else back(out)
+    return run
+
+
 def quiet_np(fn):
     """`fn` with NumPy's floating-point warnings off: kernels produce inf / NaN exactly
     where the body does, and say nothing about it."""

@@ -23,7 +23,7 @@ from mirax.core.errors import ShapeError
 from mirax.ops import special_impl
 from mirax.ops.common import (float_operand, normalize_axes, normalize_axis, operand, promote,
                               short, static_float, static_int)
-from mirax.ops.composite import batch_front, cast_like, composite, quiet_np
+from mirax.ops.composite import batch_front, cast_like, composite, in_float32, quiet_np
 from mirax.ops.elementwise import (
     abs, add, convert_element_type, div, eq, erf, exp, expm1, ge, gt, is_finite, log, log1p,
     le, logistic, lt, max, mul, neg, rsqrt, select, sub, tanh, zeros_like)
@@ -75,12 +75,14 @@ def _softmax_body(x, *, axes):
 
 
 @quiet_np
+@in_float32
 def _softmax_impl(x, *, axes):
     e = np.exp(x - _np_safe_max(x, axes))
     return cast_like(e / e.sum(axis=axes, keepdims=True), x)
 
 
 @quiet_np
+@in_float32
 def _softmax_bwd_impl(ct, y, x, *, wrt, nout, axes):
     return [cast_like(y * (ct - np.sum(ct * y, axis=axes, keepdims=True)), x)]  # y (g - <g, y>)
 
@@ -102,12 +104,14 @@ def _log_softmax_body(x, *, axes):
 
 
 @quiet_np
+@in_float32
 def _log_softmax_impl(x, *, axes):
     s = x - _np_safe_max(x, axes)
     return cast_like(s - np.log(np.sum(np.exp(s), axis=axes, keepdims=True)), x)
 
 
 @quiet_np
+@in_float32
 def _log_softmax_bwd_impl(ct, y, x, *, wrt, nout, axes):
     return [cast_like(ct - np.exp(y) * np.sum(ct, axis=axes, keepdims=True), x)]  # g - p sum(g)
 
@@ -135,6 +139,7 @@ def _kept_shape(shape, axes):
 
 
 @quiet_np
+@in_float32
 def _logsumexp_impl(x, *, axes, keepdims):
     m = _np_safe_max(x, axes)
     out = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
@@ -142,6 +147,7 @@ def _logsumexp_impl(x, *, axes, keepdims):
 
 
 @quiet_np
+@in_float32
 def _logsumexp_bwd_impl(ct, out, x, *, wrt, nout, axes, keepdims):
     ax = _pos(axes, x.ndim)
     shape = _kept_shape(x.shape, ax)
@@ -214,6 +220,7 @@ def _sce_body(logits, labels):
 
 
 @quiet_np
+@in_float32
 def _sce_impl(logits, labels):
     lse = _logsumexp_impl(logits, axes=(-1,), keepdims=False)
     c = logits.shape[-1]
@@ -223,6 +230,7 @@ def _sce_impl(logits, labels):
 
 
 @quiet_np
+@in_float32
 def _sce_bwd_impl(ct, out, logits, labels, *, wrt, nout):
     # d loss / d logits = softmax(logits) - one_hot(labels), row-major [N, C]
     hot = labels[..., None] == np.arange(logits.shape[-1])
@@ -271,6 +279,7 @@ def _np_layer_norm(x, eps):
     return xc * inv, inv
 
 
+@in_float32
 def _layer_norm_impl(*args, eps, has_weight, has_bias):
     x, w, b = _split_affine(args, has_weight, has_bias)
     y, _ = _np_layer_norm(x, eps)
@@ -278,6 +287,7 @@ def _layer_norm_impl(*args, eps, has_weight, has_bias):
     return cast_like(y + b if b is not None else y, x)
 
 
+@in_float32
 def _layer_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
     x, w, b = _split_affine(args, has_weight, has_bias)
     xhat, inv = _np_layer_norm(x, eps)
@@ -330,12 +340,14 @@ def _rms_norm_body(*args, eps, has_weight):
     return mul(y, w) if w is not None else y
 
 
+@in_float32
 def _rms_norm_impl(*args, eps, has_weight):
     x, w, _ = _split_affine(args, has_weight, False)
     y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
     return cast_like(y * w if w is not None else y, x)
 
 
+@in_float32
 def _rms_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight):
     x, w, _ = _split_affine(args, has_weight, False)
     inv = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)

@@ -224,6 +224,40 @@ def test_stable_for_large_inputs(dtype):
                                [0, 1e4])
 
 
+_ROWS_16 = {
+    "softmax": lambda x, y: mx.nn.softmax(x),
+    "log_softmax": lambda x, y: mx.nn.log_softmax(x),
+    "logsumexp": lambda x, y: mx.nn.logsumexp(x, axis=-1),
+    "softmax_cross_entropy": lambda x, y: mx.nn.softmax_cross_entropy(x, y),
+    "layer_norm": lambda x, y: mx.nn.layer_norm(x),
+    "rms_norm": lambda x, y: mx.nn.rms_norm(x),
+}
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("name", sorted(_ROWS_16))
+def test_16_bit_rows_are_computed_in_float32(name, dtype):
+    """The CPU kernels of the row composites on 16-bit floats compute in float32 and round
+    once (NumPy alone sums in the 16-bit type: a bfloat16 softmax over rows of 1000 was 8%
+    off): forward and gradient against float32 math on the same rounded inputs, rounded to
+    the 16-bit type, within two of its roundings."""
+    rng = np.random.default_rng(5)
+    x = mx.asarray((rng.standard_normal((6, 1000)) * 3).astype(np.float32)).astype(dtype)
+    y = rng.integers(0, 1000, 6).astype(np.int32)
+    x32 = x.astype("float32")
+    f = _ROWS_16[name]
+    wts = rng.standard_normal(f(x32, y).shape).astype(np.float32)
+
+    def g(x):
+        return mx.grad(lambda x: (f(x, y).astype("float32") * wts).sum())(x)
+    eps = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7   # machine epsilon
+    for got, want in ((f(x, y), f(x32, y)), (g(x), g(x32))):
+        assert str(got.dtype) == dtype
+        want = np.asarray(want.astype(dtype).astype("float32"), np.float64)
+        got = np.asarray(got.astype("float32"), np.float64)
+        assert np.max(np.abs(got - want)) <= 2 * eps * np.max(np.abs(want)), name
+
+
 def test_logsumexp_of_minus_inf_row():
     x = np.array([[-np.inf, -np.inf], [0.0, -np.inf]])
     np.testing.assert_array_equal(np.asarray(nn.logsumexp(x, axis=1)), [-np.inf, 0.0])
