@@ -197,13 +197,13 @@ def _conv(node):
         t = min(n_threads(), len(blocks))
         runs = parts(len(blocks), -(-len(blocks) // t))
 
-        def run(j):
+        def work(j):
             buf = np.empty((blocks[0][1] - blocks[0][0], width), dt)   # the longest
             for i in range(*runs[j]):
                 r0, r1 = blocks[i]
                 kernel(x, buf[:r1 - r0], r0, *args)
                 product(i, buf[:r1 - r0])
-        pool.map(run, len(runs))
+        pool.map(work, len(runs))
 
     if forward:
         def run(x, w):
