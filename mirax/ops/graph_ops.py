@@ -21,7 +21,7 @@ from mirax.core.avals import ShapedArray
 from mirax.core.primitive import Primitive
 from mirax.core.trace import aval_of
 from mirax.ops.common import batch_size, float_operand, operand, short, static_int
-from mirax.ops.composite import cast_like, composite, quiet_np
+from mirax.ops.composite import cast_like, composite, in_float32, quiet_np
 from mirax.ops.elementwise import (
     add, convert_element_type, div, eq, exp, ge, is_finite, logical_and, lt, max, min, mul,
     select, sub, zeros_like)
@@ -287,6 +287,7 @@ def _np_rows(v, ids, n):
 
 
 @quiet_np
+@in_float32
 def _segment_softmax_impl(x, ids, *, num_segments):
     m = _segment_max_impl(x, ids, num_segments=num_segments)
     m = np.where(np.isfinite(m), m, 0)
@@ -296,6 +297,7 @@ def _segment_softmax_impl(x, ids, *, num_segments):
     return cast_like(np.where(inside, e / np.where(inside, s, 1), 0), x)
 
 
+@in_float32
 def _segment_softmax_bwd_impl(ct, y, x, ids, *, wrt, nout, num_segments):
     s = _index_add_impl(ct * y, ids, num_rows=num_segments)
     return [cast_like(y * (ct - _np_rows(s, ids, num_segments)), x)]  # y (g - <g, y>_seg)

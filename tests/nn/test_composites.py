@@ -231,6 +231,7 @@ _ROWS_16 = {
     "softmax_cross_entropy": lambda x, y: mx.nn.softmax_cross_entropy(x, y),
     "layer_norm": lambda x, y: mx.nn.layer_norm(x),
     "rms_norm": lambda x, y: mx.nn.rms_norm(x),
+    "segment_softmax": lambda x, y: mx.nn.segment_softmax(x.T, np.arange(1000) % 3, 3),
 }
 
 
