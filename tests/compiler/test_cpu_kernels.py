@@ -197,6 +197,7 @@ def test_conv_kernel_matches_the_reference_at_every_thread_count(knobs, monkeypa
     lshape, rshape, strides, padding, ld, rd = _CONVS[case]
     monkeypatch.setattr(kernels, "CONV_BLOCK", 7 * rshape[1] * 8)
     monkeypatch.setattr(kernels, "CONV_PARTIALS", 8 * 4096)   # clamps the weight gradients
+    monkeypatch.setattr(kernels, "CONV_DEPTH", 16)
     rng = np.random.default_rng(case)
     lhs, rhs = rng.standard_normal(lshape).astype(dtype), rng.standard_normal(rshape).astype(dtype)
     params = dict(window_strides=strides, padding=padding, lhs_dilation=ld, rhs_dilation=rd,

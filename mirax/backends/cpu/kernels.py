@@ -148,6 +148,7 @@ def kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld
 """
 CONV_BLOCK = 1 << 19   # bytes of columns a block (L2-sized: copied, then multiplied in cache)
 CONV_PARTIALS = 1 << 26   # bytes of a weight gradient's per-block products, at most
+CONV_DEPTH = 256   # rows a weight gradient's block has at least (its products' depth)
 
 
 def _conv(node):
@@ -218,9 +219,12 @@ def _conv(node):
         return run
 
     # blocks of a size fixed by the shapes (the sum over them is the same at any thread
-    # count), few enough that their products [width, o] fit in CONV_PARTIALS
+    # count), deep enough for an efficient product and few enough that their products
+    # [width, o] fit in CONV_PARTIALS (8x14x14, 256 -> 256 channels, 3x3, forward +
+    # backward on one thread: blocks of 59 rows took 98.5 ms against the reference's 78.3;
+    # blocks of 256 rows 73.9)
     most = max(1, CONV_PARTIALS // (width * o * dt.itemsize))
-    blocks = parts(rows, max(block, -(-rows // most)))
+    blocks = parts(rows, max(block, CONV_DEPTH, -(-rows // most)))
 
     def run_weight_grad(x, w):
         wm = w.transpose(1, 2, 3, 0).reshape(rows, o)
