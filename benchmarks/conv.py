@@ -4,7 +4,7 @@ against JAX jit and PyTorch eager (its NCHW conv2d, autograd), interleaved round
 medians; ratios mirax / peer (below 1: mirax faster).
 
 Shapes: the small ResNet of benchmarks/training.py (batch 16, 16x16, 16 channels), then
-wider and bigger ones. mirax's kernel: backends/cpu/kernels.py, `_conv`.
+wider and bigger ones, and a deep layer (256 channels). mirax's kernel: backends/cpu/kernels.py, `_conv`.
 
     python benchmarks/conv.py [--threads N] [--rounds 7]
 
@@ -28,7 +28,8 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(HERE.parent))
 import mirax as mx  # noqa: E402
 
-SHAPES = [(16, 16, 16, 16, 16), (64, 16, 16, 32, 32), (32, 32, 32, 64, 64)]  # N H W Ci Co
+SHAPES = [(16, 16, 16, 16, 16), (64, 16, 16, 32, 32), (32, 32, 32, 64, 64),
+          (8, 14, 14, 256, 256)]  # N H W Ci Co
 
 
 def frameworks(x, w):
