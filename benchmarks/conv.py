@@ -4,7 +4,8 @@ against JAX jit and PyTorch eager (its NCHW conv2d, autograd), interleaved round
 medians; ratios mirax / peer (below 1: mirax faster).
 
 Shapes: the small ResNet of benchmarks/training.py (batch 16, 16x16, 16 channels), then
-wider and bigger ones, and a deep layer (256 channels). mirax's kernel: backends/cpu/kernels.py, `_conv`.
+wider and bigger ones, and a deep layer (256 channels). mirax's kernel:
+backends/cpu/kernels.py, `_conv`.
 
     python benchmarks/conv.py [--threads N] [--rounds 7]
 
