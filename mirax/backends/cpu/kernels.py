@@ -297,13 +297,14 @@ def _batch_parts(impl, lead: int):
 # NumPy passes over the array: attention without a mask or bias (causal and sliding
 # windows allowed: a row is its [lo, hi) of attended keys; the products by BLAS as in the
 # reference impls), and softmax's backward over the last axis. As the reference, a row's
-# max counts as 0 where it is not finite. [8,128,4,64] causal attention on one core:
-# forward 6.4 -> 3.6 ms, backward 11.6 -> 7.1 ms (within 1e-6 of the reference); softmax's
-# backward over [16,4,64,64] 0.45 -> 0.19 ms. (softmax's forward stays NumPy's: over rows
-# of 64 the compiled rows took 1.18 ms against NumPy's 1.01, its four loops a row costing
-# more than NumPy's SIMD passes.)
+# max counts as 0 where it is not finite. The backward takes P = exp(score - lse) from the
+# forward's logsumexp (`given`): one pass a row, no statistics recomputed. [8,128,4,64]
+# causal attention on one core: forward 6.4 -> 3.6 ms, backward 11.6 -> 7.1 ms (within
+# 1e-6 of the reference); softmax's backward over [16,4,64,64] 0.45 -> 0.19 ms. (softmax's
+# forward stays NumPy's: over rows of 64 the compiled rows took 1.18 ms against NumPy's
+# 1.01, its four loops a row costing more than NumPy's SIMD passes.)
 _SOFTMAX_ROWS = """
-def kernel(s, p, lse, rows_per_head, causal, window, wl, wr):
+def kernel(s, p, lse, rows_per_head, causal, window, wl, wr, given):
     inf = _np.float32(_np.inf)
     for r in range(s.shape[0]):
         t = r % rows_per_head
@@ -315,9 +316,15 @@ def kernel(s, p, lse, rows_per_head, causal, window, wl, wr):
         row, out = s[r], p[r]
         out[:] = 0
         if lo >= hi:
-            lse[r] = inf
+            if not given:
+                lse[r] = inf
             continue
         seg, dst = row[lo:hi], out[lo:hi]
+        if given:
+            l = lse[r]
+            for i in range(seg.size):
+                dst[i] = _exp32(seg[i] - l)
+            continue
         m = seg[0]
         for i in range(seg.size):
             m = max(m, seg[i])
@@ -352,14 +359,18 @@ def _attn_fast(arrays, has_mask, has_bias) -> bool:
         all(np.dtype(a.dtype) == np.float32 for a in arrays)
 
 
-def _attn_probs(q, k, scale, is_causal, window):
-    """(P [B,H,T,S], lse [B,H,T]) as the reference impl's, each row in one compiled pass."""
+def _attn_probs(q, k, scale, is_causal, window, lse=None):
+    """(P [B,H,T,S], lse [B,H,T]) as the reference impl's, each row in one compiled pass;
+    with the forward's `lse`, P = exp(score - lse)."""
     s = np.matmul(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 3, 1)) * np.float32(scale)
     b, h, t, n = s.shape
-    p, lse = np.empty(s.shape, np.float32), np.empty((b, h, t), np.float32)
+    p = np.empty(s.shape, np.float32)
+    given = lse is not None
+    lse = np.ascontiguousarray(lse, np.float32) if given else np.empty((b, h, t), np.float32)
     wl, wr = window if window is not None else (0, 0)
     loops.compiled(_SOFTMAX_ROWS)(s.reshape(-1, n), p.reshape(-1, n), lse.reshape(-1), t,
-                                  bool(is_causal), window is not None, int(wl), int(wr))
+                                  bool(is_causal), window is not None, int(wl), int(wr),
+                                  given)
     return p, lse
 
 
@@ -380,7 +391,7 @@ def _attention_bwd(ct, ct_lse, out, lse, q, k, v, *args, wrt, nout, scale, is_ca
             ct, ct_lse, out, lse, q, k, v, *args, wrt=wrt, nout=nout, scale=scale,
             is_causal=is_causal, window=window, has_mask=has_mask, has_bias=has_bias,
             precision=precision)
-    p, _ = _attn_probs(q, k, scale, is_causal, window)   # [B,H,T,S]
+    p, _ = _attn_probs(q, k, scale, is_causal, window, lse)   # [B,H,T,S]
     do = ct.transpose(0, 2, 1, 3)                         # [B,H,T,Dv]
     dp = np.matmul(do, v.transpose(0, 2, 3, 1))           # [B,H,T,S]
     ds = np.empty(p.shape, np.float32)
