@@ -29,40 +29,37 @@ typedef {l} L;  // labels (softmax_cross_entropy)
 #define LOG {log}
 #define SQRT {sqrt}
 #define FMAX {fmax}
-__device__ __forceinline__ T warp_sum(T v) {{
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+// block reductions (sum, max) of one value a thread: warp shuffles, then the warps'
+// results in shared memory sh[32]; every thread gets the result
+struct Sum {{
+  static __device__ __forceinline__ T op(T a, T b) {{ return a + b; }}
+  static __device__ __forceinline__ T id() {{ return (T)0; }}
+}};
+struct Max {{
+  static __device__ __forceinline__ T op(T a, T b) {{ return FMAX(a, b); }}
+  static __device__ __forceinline__ T id() {{ return NEG_INF; }}
+}};
+template <class R>
+__device__ __forceinline__ T warp_reduce(T v) {{
+  for (int o = 16; o > 0; o >>= 1) v = R::op(v, __shfl_xor_sync(0xffffffff, v, o));
   return v;
 }}
-__device__ __forceinline__ T warp_max(T v) {{
-  for (int o = 16; o > 0; o >>= 1) v = FMAX(v, __shfl_xor_sync(0xffffffff, v, o));
-  return v;
-}}
-__device__ T block_sum(T v, T* sh) {{
-  v = warp_sum(v);
+template <class R>
+__device__ T block_reduce(T v, T* sh) {{
+  v = warp_reduce<R>(v);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   if (lane == 0) sh[w] = v;
   __syncthreads();
-  v = threadIdx.x < (BLOCK >> 5) ? sh[threadIdx.x] : (T)0;
-  if (w == 0) v = warp_sum(v);
+  v = threadIdx.x < (BLOCK >> 5) ? sh[threadIdx.x] : R::id();
+  if (w == 0) v = warp_reduce<R>(v);
   if (threadIdx.x == 0) sh[0] = v;
   __syncthreads();
   T r = sh[0];
   __syncthreads();
   return r;
 }}
-__device__ T block_max(T v, T* sh) {{
-  v = warp_max(v);
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-  if (lane == 0) sh[w] = v;
-  __syncthreads();
-  v = threadIdx.x < (BLOCK >> 5) ? sh[threadIdx.x] : NEG_INF;
-  if (w == 0) v = warp_max(v);
-  if (threadIdx.x == 0) sh[0] = v;
-  __syncthreads();
-  T r = sh[0];
-  __syncthreads();
-  return r;
-}}
+__device__ __forceinline__ T block_sum(T v, T* sh) {{ return block_reduce<Sum>(v, sh); }}
+__device__ __forceinline__ T block_max(T v, T* sh) {{ return block_reduce<Max>(v, sh); }}
 """
 
 # The row bodies share their opening (the row's values in registers), the max pass of the
