@@ -33,6 +33,7 @@ SHORT_NAMES = {
 }
 ALL_DTYPES = tuple(SHORT_NAMES)
 FLOATS = (float16, bfloat16, float32, float64)
+LOW_FLOATS = (float16, bfloat16)   # 16-bit: their sums and products accumulate in float32
 COMPLEXES = (complex64, complex128)
 
 

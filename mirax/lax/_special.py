@@ -248,7 +248,7 @@ def _bessel_scaled(x, order):
     computed in float32 (the series needs its range)."""
     op = f"bessel_i{order}e"
     x = float_operand(x, op)
-    if x.dtype in (dtypes.float16, dtypes.bfloat16):
+    if x.dtype in dtypes.LOW_FLOATS:
         return ew.convert_element_type(_bessel_scaled(ew.convert_element_type(
             x, dtypes.float32), order), x.dtype)
     a, b = (_I0_A, _I0_B) if order == 0 else (_I1_A, _I1_B)

@@ -559,7 +559,7 @@ def frexp(x):
     ax = ew.abs(x)
     ok = ew.logical_and(ew.is_finite(x), ew.gt(ax, 0))
     safe = ew.select(ok, ax, ew.ones_like(ax))
-    if x.dtype in (dtypes.float16, dtypes.bfloat16):   # exponents beyond their range
+    if x.dtype in dtypes.LOW_FLOATS:   # exponents beyond their range
         safe = ew.convert_element_type(safe, dtypes.float32)
     e = ew.add(ew.floor(mth.log2(safe)), 1.0)
     p, q = _pow2(ew.neg(e))
@@ -647,7 +647,7 @@ def i0(x):
     """Modified Bessel function of the first kind, order 0 (exp(|x|) lax.bessel_i0e(x),
     Cephes' Chebyshev series); its derivative is I1."""
     x = float_operand(x, "i0")
-    if x.dtype in (dtypes.float16, dtypes.bfloat16):   # the series needs float32's range
+    if x.dtype in dtypes.LOW_FLOATS:   # the series needs float32's range
         return ew.convert_element_type(_i0_fn()(ew.convert_element_type(x, dtypes.float32)),
                                        x.dtype)
     return _i0_fn()(x)

@@ -38,9 +38,6 @@ def cast_like(a, like):
     return np.asarray(a).astype(like.dtype, copy=False)
 
 
-_LOW = (np.dtype(np.float16), dtypes.bfloat16)
-
-
 def in_float32(fn):
     """`fn` with 16-bit float arrays computed in float32 and its float32 results rounded
     back to that dtype, when every float argument has that one dtype: NumPy sums a
@@ -50,7 +47,7 @@ def in_float32(fn):
         floats = {a.dtype for a in args if getattr(a, "dtype", None) is not None and
                   dtypes.is_inexact(a.dtype)}
         low = floats.pop() if len(floats) == 1 else None
-        if low not in _LOW:
+        if low not in dtypes.LOW_FLOATS:
             return fn(*args, **kw)
         out = fn(*(a.astype(np.float32) if getattr(a, "dtype", None) == low else a
                    for a in args), **kw)

@@ -100,7 +100,7 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     out_sp = tuple((s - _dilate_shape(k, d)) // st + 1 if s >= _dilate_shape(k, d) else 0
                    for s, k, st, d in zip(x.shape[2:], kernel, window_strides, rhs_dilation))
     p, kk = int(np.prod(out_sp)), int(np.prod(kernel))
-    acc = np.float32 if lhs.dtype in (dtypes.float16, dtypes.bfloat16) else lhs.dtype
+    acc = np.float32 if lhs.dtype in dtypes.LOW_FLOATS else lhs.dtype
     xg = x.reshape((n, g, c // g) + x.shape[2:]).astype(acc, copy=False)
     w = rhs.reshape(g, o // g, (c // g) * kk).astype(acc, copy=False)
     if kk <= p:   # a slab of the input per kernel offset, [N, G, Cg, out...]

@@ -32,7 +32,7 @@ def _impl(np_fn):
     def impl(x, *, axis, reverse):
         if x.shape[axis] == 0:
             return np.asarray(x).copy()
-        acc = np.float32 if x.dtype in (dtypes.float16, dtypes.bfloat16) else x.dtype
+        acc = np.float32 if x.dtype in dtypes.LOW_FLOATS else x.dtype
         xs = np.flip(x, axis) if reverse else x
         out = np.asarray(np_fn(xs.astype(acc, copy=False), axis)).astype(x.dtype)
         return np.flip(out, axis) if reverse else out

@@ -154,7 +154,7 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type,
     (lc, rc), (lb, rb) = dimension_numbers
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     out_dtype = preferred_element_type or lhs.dtype
-    acc = np.float32 if lhs.dtype in (dtypes.float16, dtypes.bfloat16) else lhs.dtype
+    acc = np.float32 if lhs.dtype in dtypes.LOW_FLOATS else lhs.dtype
     bshape = tuple(lhs.shape[a] for a in lb)
     m = int(np.prod([lhs.shape[a] for a in lf]))
     n = int(np.prod([rhs.shape[a] for a in rf]))

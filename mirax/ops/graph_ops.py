@@ -136,7 +136,7 @@ def _index_add_abstract_eval(x, idx, *, num_rows):
 @index_add_p.def_impl
 def _index_add_impl(x, idx, *, num_rows):
     x, idx = valid_rows(x, idx, num_rows)
-    acc = np.float32 if x.dtype in (dtypes.float16, dtypes.bfloat16) else x.dtype
+    acc = np.float32 if x.dtype in dtypes.LOW_FLOATS else x.dtype
     out = np.zeros((num_rows,) + x.shape[1:], acc)
     np.add.at(out, idx, x)
     return out.astype(x.dtype, copy=False)

@@ -187,7 +187,7 @@ def _host(fn):
     """A NumPy linalg impl that computes float16/bfloat16 in float32."""
     def impl(*xs, **params):
         dt = xs[0].dtype
-        if dt in (dtypes.float16, dtypes.bfloat16):
+        if dt in dtypes.LOW_FLOATS:
             outs = fn(*(np.asarray(x, np.float32) for x in xs), **params)
             if isinstance(outs, (list, tuple)):
                 return [np.asarray(o).astype(dt) for o in outs]

@@ -67,7 +67,7 @@ def _lu_host(a):
 
 @lu_p.def_impl
 def _lu_impl(a):
-    if a.dtype in (dtypes.float16, dtypes.bfloat16):
+    if a.dtype in dtypes.LOW_FLOATS:
         packed, piv, perm = _lu_host(np.asarray(a, np.float32))
         return [packed.astype(a.dtype), piv, perm]
     return _lu_host(a)

@@ -39,7 +39,7 @@ def _expand_back(y, shape, axes):
 
 
 def _low_precision(dtype) -> bool:
-    return dtype in (dtypes.float16, dtypes.bfloat16)
+    return dtype in dtypes.LOW_FLOATS
 
 
 def _reduction_vmap(prim):

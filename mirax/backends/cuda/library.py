@@ -27,7 +27,7 @@ import numpy as np
 
 from mirax.core import dtypes
 
-LOW = (dtypes.float16, dtypes.bfloat16)
+LOW = dtypes.LOW_FLOATS
 
 def to_device(b):
     """A CuPy buffer for a host value (NumPy arrays and scalars); CuPy buffers as they are."""
