@@ -91,6 +91,8 @@ _declare("default_matmul_precision", str, "default", "precision of matrix produc
                   "fastest"))
 _declare("cpu_threads", int, 0, "threads for CPU kernels (0: every core this process may "
          "run on)")
+_declare("cpu_native_threads", bool, True, "compiled CPU loops run their parts on numba's "
+         "TBB threads (off, or without the tbb package: on mirax's pool of Python threads)")
 _declare("numba", bool, True, "compile CPU fusion nodes of arithmetic ops with numba when "
          "it is installed")
 _declare("cpu_malloc", str, "reuse", "CPU plan outputs: reuse (memory glibc keeps, no page "

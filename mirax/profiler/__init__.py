@@ -8,7 +8,8 @@
 CUDA plans with CUDA events, on a track of their own), nested in a slice named after the
 jitted function, plus compile phases (trace, each compiler pass, lowering), host
 transfers and the parts the CPU thread pool ran (category "pool", on each thread's
-track), then writes them as Chrome-trace JSON (open it in https://ui.perfetto.dev or
+track; a compiled loop's parts on numba's native threads are inside its node's slice,
+not traced apart), then writes them as Chrome-trace JSON (open it in https://ui.perfetto.dev or
 chrome://tracing). Plans run an instrumented variant only while a trace is on; outside
 one, the profiler costs a test per plan call.
 """

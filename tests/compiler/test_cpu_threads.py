@@ -2,6 +2,7 @@
 blocked.py and loops.py): a plan's values are the same, bit for bit, at every thread count
 and on every run; against the unsplit NumPy call they are equal (elementwise, row-wise
 reductions, stacked products) or equal to rounding (reductions cut into parts)."""
+import os
 import types
 
 import numpy as np
@@ -108,10 +109,34 @@ def test_blocked_fusion_with_reductions(knobs, splits):
     np.testing.assert_array_equal(got[2], want[2])
 
 
+@pytest.fixture
+def loop_parts(monkeypatch):
+    """A list that records (parts, threads, on native threads) of every loops.run_parts
+    call."""
+    seen = []
+    real = loops.run_parts
+
+    def spy(src, args, starts, stops, threads, on_native=None, fn="kernel_parts"):
+        on = threads.native.ready() if on_native is None else on_native
+        seen.append((len(starts), threads, on))
+        return real(src, args, starts, stops, threads, on_native, fn)
+    monkeypatch.setattr(loops, "run_parts", spy)
+    return seen
+
+
+def _engine(knobs, native: bool):
+    """Compiled loops on numba's native threads or on the pool, for one test."""
+    knobs(cpu_native_threads=native)
+    if native and not threads.native.ready():
+        pytest.skip("numba has no thread-safe threading layer here (the tbb package)")
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["pool", "native"])
 @pytest.mark.parametrize("shape", [(300_000,), (400, 700)])
-def test_compiled_loops(shape, knobs, tmp_path, splits):
+def test_compiled_loops(shape, native, knobs, tmp_path, loop_parts):
     pytest.importorskip("numba")
     knobs(numba=True, cache_dir=str(tmp_path))
+    _engine(knobs, native)
     x, m, v = (RNG.standard_normal(shape).astype(np.float32) for _ in range(3))
 
     def adam(x, m, v):   # elementwise only; and a bias gradient (leading-axis sum)
@@ -125,7 +150,11 @@ def test_compiled_loops(shape, knobs, tmp_path, splits):
     assert any(n.prim.name == "fusion" and loops.eligible(n.params["graph"].nodes)
                for n in g.nodes)
     got = _same_at_every_thread_count(adam, x, m, v)
-    assert any(n > 1 for n in splits)
+    assert any(n > 1 and t > 1 and on == native for n, t, on in loop_parts)
+    if native:   # the pool's values, bit for bit
+        with config.override(cpu_native_threads=False):
+            for a, b in zip(got, _run(adam, [x, m, v], 2)):
+                np.testing.assert_array_equal(a, b)
     want = _run(adam, [x, m, v], 1, UNFUSED)
     for a, b in zip(got[:3], want):
         np.testing.assert_array_equal(a, b)
@@ -298,3 +327,24 @@ def test_scatter_and_outer_products(monkeypatch, splits):
     np.add.at(want, idx, x)                 # the same additions in index order
     np.testing.assert_array_equal(got[0], want)
     np.testing.assert_array_equal(got[1], a[:, :, None] * b[:, None, :])
+
+
+def test_a_forked_child_runs_compiled_loops(knobs, tmp_path):
+    """Compiled loops run in a child forked after the parent ran them on native threads
+    (TBB's layer: still native; GNU OpenMP's cannot run in such a child, numba aborts
+    it: back to the pool), with the same values."""
+    numba = pytest.importorskip("numba")
+    knobs(numba=True, cache_dir=str(tmp_path), cpu_threads=2)
+    _engine(knobs, True)
+    x = RNG.standard_normal(400_000).astype(np.float32)
+    f = mx.jit(lambda x: mnp.tanh(x * 2.0) * x + 1.0)
+    want = np.asarray(f(x))
+    g = mx.jit(lambda x: mnp.exp(x * 0.5) - x)   # compiled in the child
+    native = numba.threading_layer() != "omp"
+    pid = os.fork()
+    if pid == 0:   # the child: exit status 0 only with the right values
+        ok = threads.native.ready() == native and np.array_equal(np.asarray(f(x)), want) \
+            and np.allclose(np.asarray(g(x)), np.exp(x * 0.5) - x, rtol=1e-6)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

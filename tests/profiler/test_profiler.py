@@ -119,7 +119,8 @@ def test_directory_path(tmp_path):
 def test_pool_parts_on_their_threads():
     x = RNG.standard_normal((1024, 512)).astype(np.float32)
     f = mx.jit(lambda x: mnp.exp(x) + 1.0)
-    with mx.config.override(cpu_threads=2):
+    # parts run by numba's native threads are not traced: the loop's parts on the pool
+    with mx.config.override(cpu_threads=2, cpu_native_threads=False):
         f(x)
         with mx.profiler.trace():
             f(x)

@@ -43,7 +43,7 @@ except ImportError:  # pragma: no cover - SciPy is a test dependency
     _scipy_fft = None
 
 from mirax.backends.cpu import parallel
-from mirax.backends.cpu.threads import chain_threads, n_threads, parts, pool
+from mirax.backends.cpu.threads import chain_threads, n_threads, native, parts, pool
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
@@ -508,9 +508,10 @@ def _index_add(x, idx, *, num_rows):
 # --- activations: compiled loops (gelu's tanh form also blocked NumPy calls) ----------------
 _S2PI = math.sqrt(2.0 / math.pi)
 _C = 0.044715
-# float32 with numba: one loop per part, tanh and logistic from vecmath.py (vectorized),
-# every thread without the GIL (NumPy calls hold the GIL between calls and stop scaling
-# past a few threads). The loop runs over slices of the part, indexed from 0: indexed x[i]
+# float32 with numba: one loop per part (the parts on numba's native threads where they
+# are ready, loops.run_parts), tanh and logistic from vecmath.py (vectorized), every
+# thread without the GIL (NumPy calls hold the GIL between calls and stop scaling past a
+# few threads). The loop runs over slices of the part, indexed from 0: indexed x[i]
 # for i in range(s, e), numba's wrap-around of negative indices kept LLVM from vectorizing
 # it (a 1M-element gelu backward took 19 ms on one core against 5.5 ms of blocked NumPy
 # calls; over slices 5.3 ms, as the blocked NumPy calls). v is x's element, g ct's.
@@ -521,6 +522,14 @@ def kernel(x, ct, out, s, e):
     for i in range(xs.size):
         v, g = xs[i], cs[i]
         BODY
+    return 0
+
+
+@_parts
+def kernel_parts(x, ct, out, starts, stops, p0, p1):
+    for p in _nb.prange(p0, p1):
+        kernel(x, ct, out, starts[p], stops[p])
+    return 0
 """ % (_S2PI, _C)
 _BODIES = {
     "gelu": ["t = _tanh32(s2pi * v * (one + c * v * v))", "ys[i] = half * v * (one + t)"],
@@ -542,14 +551,13 @@ def _elementwise_loop(name: str, x, ct=None):
             ct.dtype != x.dtype or ct.shape != x.shape)) or not loops.available():
         return None
     out = np.empty(x.shape, x.dtype)
-    _run_loop(loops.compiled(_ACTIVATIONS[name]), x, x if ct is None else ct, out)
+    xf, cf, of = (np.ascontiguousarray(a).reshape(-1)
+                  for a in (x, x if ct is None else ct, out))
+    on_native = native.ready()
+    ps = parts(xf.size, loops.NATIVE_HEAVY_PART if on_native else loops.HEAVY_PART)
+    loops.run_parts(_ACTIVATIONS[name], (xf, cf, of), *loops.bounds(ps), n_threads(),
+                    on_native)
     return out
-
-
-def _run_loop(kernel, x, ct, out):
-    xf, cf, of = (np.ascontiguousarray(a).reshape(-1) for a in (x, ct, out))
-    ps = parts(xf.size, loops.HEAVY_PART)
-    pool.map(lambda i: kernel(xf, cf, of, *ps[i]), len(ps))
 
 
 def _blocks(*arrays):

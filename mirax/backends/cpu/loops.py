@@ -24,10 +24,14 @@ bit (IEEE ops, no fast-math contraction), but for those float32 transcendental f
 (within their ulp bounds of the exact results, as NumPy's own). Kernels are cached in
 memory and, compiled, on disk (`MIRAX_CACHE_DIR`, default ~/.cache/mirax) by source
 hash; MIRAX_NUMBA=0 turns the path off. MIRAX_DEBUG=3 prints the source.
-Threads: kernels are compiled `nogil` and called on parts (rows; a flat group's columns)
-from the thread pool (threads.py). Groups with leading-axis sums have parts of PART
-elements, sum per part and add the parts' sums in part order, so values do not depend on
-the thread count; elementwise groups spread their rows evenly over the call's threads.
+Threads: a generated module holds `kernel` (the loop nest over given rows and columns)
+and `rows_parts` / `cols_parts`, which run it over parts (rows; a one-row group's
+columns) in a `prange`: compiled parallel=True, one call from Python runs every part on
+numba's native threads (threads.Native); compiled plainly (no thread-safe layer, or the
+knob off), each pool thread runs a run of parts (run_parts). Groups with leading-axis
+sums have parts of PART elements, sum per part and add the parts' sums in part order, so
+values do not depend on the thread count or the engine; elementwise groups spread their
+rows evenly over the call's threads.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirax.backends.cpu.threads import n_threads, parts, pool
+from mirax.backends.cpu.threads import n_threads, native, parts, pool
 from mirax.core import config
 from mirax.compiler.pipeline import debug_level
 from mirax.backends.cpu import blocked
@@ -77,6 +81,10 @@ HEAVY_PART = PART // 2   # ... and of loops with exp, tanh, sin...: an element c
 # operands and results (memory traffic: the Adam update over 784 x 512 moves 28 bytes an
 # element, x * 2 + 1 eight).
 CHEAP_BYTES = 1 << 21
+# On numba's native threads (threads.Native) a hand-off costs a few microseconds: parts
+# can be smaller
+NATIVE_HEAVY_PART = 1 << 13
+NATIVE_CHEAP_BYTES = 1 << 20
 MIN_OPS = 2
 
 _numba = None
@@ -163,10 +171,31 @@ def source(members, ins, outs, lay) -> str:
         val[o] = f"v{k}"
         if o in out_pos:
             body.append(f"o{out_pos[o]}[i, j] = v{k}")
-    args = ", ".join(["L", "R"] + [name[v] for v in ins] + [f"o{j}" for j in range(len(outs))])
-    lines = [f"def kernel({args}):", *("    " + ln for ln in init),
+    arrays = [name[v] for v in ins] + [f"o{j}" for j in range(len(outs))]
+    lines = [f"def kernel({', '.join(['L', 'R'] + arrays)}):", *("    " + ln for ln in init),
              "    for i in range(L):", "        for j in range(R):",
              *("            " + ln for ln in body), "    return far"]
+    # split into parts: rows s:e, leading-axis sums into row p of (parts, R) partial sums
+    # (rows_parts); or, loops of one row, columns s:e (cols_parts; reshaped from a 1-d
+    # slice, which numba types contiguous, as the kernel's other calls: the 2-d slice's
+    # strided type kept LLVM from vectorizing the loop, 7x slower). Only the one called
+    # is compiled.
+    red = {n.outputs[0] for n in members if n.prim.name in blocked.REDUCE}
+    cuts = {"rows_parts": {"full": "{}[s:e]", "lead": "{}", "trail": "{}[s:e]", "one": "{}",
+                           "sum": "{}[p]", "bounds": "e - s, R"},
+            "cols_parts": {"full": "{}[0, s:e].reshape((1, e - s))", "lead": "{}[s:e]",
+                           "trail": "{}", "one": "{}", "sum": "{}[s:e]",
+                           "bounds": "L, e - s"}}
+    for fn, cut in cuts.items():
+        part_args = [cut["bounds"]] + [cut[lay.ins[v]].format(name[v]) for v in ins] + \
+            [cut["sum" if o in red else "full"].format(f"o{j}") for j, o in enumerate(outs)]
+        lines += ["", "", "@_parts", f"def {fn}({', '.join(['L', 'R'] + arrays)}, "
+                  "starts, stops, p0, p1):", "    if p1 - p0 == 1:   # no parallel launch",
+                  "        p = p0", "        s = starts[p]", "        e = stops[p]",
+                  f"        return int(kernel({', '.join(part_args)}))", "    far = 0",
+                  "    for p in _nb.prange(p0, p1):", "        s = starts[p]",
+                  "        e = stops[p]", f"        far += kernel({', '.join(part_args)})",
+                  "    return far"]
     return "\n".join(lines) + "\n"
 
 
@@ -182,6 +211,9 @@ from mirax.backends.cpu.vecmath import exp32 as _exp32, logistic32 as _logistic3
     cos_exact as _cos_exact, SIN_LIMIT as _SIN_LIMIT   # vecmath __VECMATH__
 
 
+_parts = _nb.njit(cache=__CACHE__, nogil=True, error_model="numpy", parallel=__PARALLEL__)
+
+
 @_nb.njit(inline="always")
 def _mul_strong(g, d):
     r = g * d
@@ -194,15 +226,26 @@ def _mul_strong(g, d):
 
 
 def compiled(src: str):
-    """The numba dispatcher for `src`, from memory (keyed by the source itself: a kernel's
-    constant source string keeps its hash, so a lookup per call costs a dict access), the
-    disk cache, or a fresh compile."""
-    fn = _kernels.get(src)
-    if fn is not None:
-        return fn
+    """The numba dispatcher of `src`'s `kernel`."""
+    return _module(src, False).kernel
+
+
+def compiled_parts(src: str, parallel: bool, fn: str = "kernel_parts"):
+    """The numba dispatcher of `src`'s function `fn`(..., starts, stops, p0, p1), which
+    runs parts p0..p1 - 1 (numba's native threads share them out where `parallel`)."""
+    return getattr(_module(src, parallel), fn)
+
+
+def _module(src: str, parallel: bool):
+    """The module compiled from `src`: from memory (keyed by the source itself: a
+    kernel's constant source string keeps its hash, so a lookup per call costs a dict
+    access), the disk cache, or a fresh compile (each function at its first call)."""
+    mod = _kernels.get((src, parallel))
+    if mod is not None:
+        return mod
     with _kernels_lock:
-        fn = _kernels.get(src)
-        return fn if fn is not None else _compile(src)
+        mod = _kernels.get((src, parallel))
+        return mod if mod is not None else _compile(src, parallel)
 
 
 def _prelude() -> str:
@@ -218,9 +261,10 @@ def _prelude() -> str:
 _PRELUDE_TEXT = None
 
 
-def _compile(src: str):
-    key = hashlib.sha256((_prelude() + src).encode()).hexdigest()[:20]
-    text = _prelude() + '@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")\n' + src
+def _compile(src: str, parallel: bool):
+    text = (_prelude() + '@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")\n' +
+            src).replace("__PARALLEL__", str(parallel))
+    key = hashlib.sha256(text.encode()).hexdigest()[:20]
     root = Path(config.get("cache_dir")) / "loops"
     path = root / f"k_{key}.py"
     try:
@@ -237,8 +281,33 @@ def _compile(src: str):
         mod = type(sys)(f"mirax_loop_{key}")
         code = compile(text.replace("__CACHE__", "False"), f"<mirax loop {key}>", "exec")
         exec(code, mod.__dict__)
-    _kernels[src] = mod.kernel
-    return mod.kernel
+    _kernels[(src, parallel)] = mod
+    return mod
+
+
+def bounds(ps) -> tuple[np.ndarray, np.ndarray]:
+    """The starts and stops of the parts `ps` ((start, stop) pairs), for run_parts."""
+    return (np.fromiter((s for s, _ in ps), np.int64, len(ps)),
+            np.fromiter((e for _, e in ps), np.int64, len(ps)))
+
+
+def run_parts(src: str, args, starts, stops, threads: int, on_native: bool | None = None,
+              fn: str = "kernel_parts") -> int:
+    """`src`'s function `fn` over the parts [starts[p], stops[p]) on up to `threads`
+    threads: in one call on numba's native threads where they are ready (`on_native`,
+    default native.ready()), else a run of parts a thread on the pool (threads.py).
+    Returns the sum of the parts' results."""
+    n = len(starts)
+    t = min(threads, n)
+    if native.ready() if on_native is None else on_native:
+        if n > 1:   # (one part runs on the calling thread)
+            native.threads(t)
+        return compiled_parts(src, True, fn)(*args, starts, stops, 0, n)
+    kernel = compiled_parts(src, False, fn)
+    if t <= 1:
+        return kernel(*args, starts, stops, 0, n)
+    runs = parts(n, -(-n // t))
+    return sum(pool.map(lambda i: kernel(*args, starts, stops, *runs[i]), len(runs)))
 
 
 def compile_fusion(node):
@@ -250,82 +319,66 @@ def compile_fusion(node):
     if debug_level() >= 3:
         print(f"# --- compiled CPU loop {node.params['name']} ---\n{src}", file=sys.stderr)
     L, R = (1, lay.L) if lay.flat else (lay.L, lay.R)   # flat: one row, the inner loop
+    by_cols = L == 1   # split by columns
+    fn = "cols_parts" if by_cols else "rows_parts"
+    red = {n.outputs[0] for n in members if n.prim.name in blocked.REDUCE}   # (R,) sums
     view = {"full": (L, R), "lead": (R,), "trail": (L,), "one": (1,)}
     in_shapes = [view[lay.ins[v]] for v in ins]
-    red = {n.outputs[0] for n in members if n.prim.name in blocked.REDUCE}   # (R,) sums
     out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
                  for o in outs]
-    # Parts for the thread pool (threads.py), of a fixed size (the same at every thread
-    # count): rows i, contiguous (flat groups: their one row's columns). Leading-axis sums
-    # are summed per part, the parts' sums added in part order. (Column parts would keep
-    # each sum's order, but numba's loop over strided columns ran 10x slower.)
-    by_cols = L == 1
+    partial = [o in red and not by_cols for o in outs]   # summed per part, then in order
+    # Parts (rows, contiguous; one-row groups: columns). Leading-axis sums take parts of
+    # a fixed size (the same at every thread count and either engine), summed per part
+    # and the parts' sums added in part order. (Column parts would keep each sum's order,
+    # but numba's loop over strided columns ran 10x slower.) Elementwise groups spread
+    # their parts evenly over the call's threads (any split gives the same values), each
+    # big enough to outlast its hand-off.
+    extent = R if by_cols else L
     grain = max(16, -(-PART // (L if by_cols else R)))
     if by_cols:
         grain = -(-grain // 16) * 16    # whole vectors of columns per part
-    ps = parts(R if by_cols else L, grain)
+    fixed = parts(extent, grain)
+    even = not red
+    heavy = any(m.prim.name in _F32_OPS for m in members)
+    moved = sum(np.dtype(v.aval.dtype).itemsize for v in ins if lay.ins[v] == "full") \
+        + sum(d.itemsize for s, d, _ in out_specs if len(s) == 2)
+
+    def split(threads: int, on_native: bool):
+        """The parts' bounds on `threads` threads."""
+        if not even:
+            return bounds(fixed)
+        if heavy:
+            most = L * R // (NATIVE_HEAVY_PART if on_native else HEAVY_PART)
+        else:
+            most = L * R * moved // (NATIVE_CHEAP_BYTES if on_native else CHEAP_BYTES)
+        g = -(-extent // max(1, min(threads, most)))
+        return bounds(parts(extent, -(-g // 16) * 16 if by_cols else g))
+    splits: dict = {}   # (threads, on native threads) -> split
+
     try:   # compile now, on empty arrays of the call's types (the loop body never runs)
-        kernel = compiled(src)
-        kernel(0, 0, *(np.empty((0,) * len(s), np.dtype(v.aval.dtype))
-                       for v, s in zip(ins, in_shapes)),
-               *(np.empty((0,) * len(s), d) for s, d, _ in out_specs))
+        compiled_parts(src, native.ready(), fn)(
+            0, 0, *(np.empty((0,) * len(s), np.dtype(v.aval.dtype))
+                    for v, s in zip(ins, in_shapes)),
+            *(np.empty((0,) * (len(s) + p), d) for (s, d, _), p in zip(out_specs, partial)),
+            np.empty(0, np.int64), np.empty(0, np.int64), 0, 0)
     except Exception as e:   # a numba failure is ours, not the user's: run it blocked
         print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
               f"running it blocked", file=sys.stderr)
         return blocked.compile_fusion(node)
-    fast = kernel
-    exact: list = []   # the kernel with libm's sin / cos, compiled when first needed
 
-    def kernel(*args):
-        if fast(*args):   # a sin / cos argument beyond vecmath.SIN_LIMIT: libm's
-            if not exact:
-                exact.append(compiled(exact_source(src)))
-            exact[0](*args)
-    kinds = [lay.ins[v] for v in ins]
-    red_out = [o in red for o in outs]
-    even = not red    # no sums: parts spread evenly over the call's threads (any split
-    # gives the same values), at least HEAVY_PART elements each with exp, tanh.., else
-    # CHEAP_BYTES
-    heavy = any(m.prim.name in _F32_OPS for m in members)
-    moved = sum(np.dtype(v.aval.dtype).itemsize for v, k in zip(ins, kinds) if k == "full") \
-        + sum(d.itemsize for s, d, _ in out_specs if len(s) == 2)
-    most = max(1, (L * R) // HEAVY_PART if heavy else (L * R * moved) // CHEAP_BYTES)
-    if len(ps) == 1 and (not even or most == 1):
-        def run(*bufs):
-            xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
-            ys = [np.empty(s, d) for s, d, _ in out_specs]
-            kernel(L, R, *xs, *ys)
-            return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
-        return run
-    # what each part passes: slices of columns (flat groups, no sums) or of rows
-    cut_in = {"full": (lambda x, s, e: x[:, s:e]) if by_cols else (lambda x, s, e: x[s:e]),
-              "lead": lambda x, s, e: x,
-              "trail": lambda x, s, e: x if by_cols else x[s:e],
-              "one": lambda x, s, e: x}
-    cuts = [cut_in[k] for k in kinds]
-
-    def run_parts(*bufs):
+    def run(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
         ys = [np.empty(s, d) for s, d, _ in out_specs]
-        pps = ps
-        if even:
-            extent = R if by_cols else L
-            g = -(-extent // min(n_threads(), most))
-            pps = parts(extent, -(-g // 16) * 16 if by_cols else g)
-
-        def part(i):
-            s, e = pps[i]
-            sums = [np.empty(y.shape, y.dtype) for y, r in zip(ys, red_out) if r]
-            it = iter(sums)
-            kernel(L if by_cols else e - s, e - s if by_cols else R,
-                   *(c(x, s, e) for c, x in zip(cuts, xs)),
-                   *(next(it) if r else cut_in["full"](y, s, e)
-                     for y, r in zip(ys, red_out)))
-            return sums
-        partial = pool.map(part, len(pps))
-        for k, y in enumerate(y for y, r in zip(ys, red_out) if r):
-            y[...] = partial[0][k]     # the parts' sums, in part order
-            for q in partial[1:]:
-                y += q[k]
+        key = (n_threads(), native.ready())
+        ps = splits.get(key) or splits.setdefault(key, split(*key))
+        sums = [np.empty((len(ps[0]), R), y.dtype) if p else y for y, p in zip(ys, partial)]
+        if run_parts(src, (L, R, *xs, *sums), *ps, *key, fn):
+            # a sin / cos argument beyond vecmath.SIN_LIMIT: all again with libm's
+            run_parts(exact_source(src), (L, R, *xs, *sums), *ps, *key, fn)
+        for y, part_sums, p in zip(ys, sums, partial):
+            if p:   # the parts' sums, in part order
+                y[...] = part_sums[0]
+                for q in part_sums[1:]:
+                    y += q
         return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
-    return run_parts
+    return run

@@ -1,15 +1,16 @@
-"""The CPU backend's threads: one pool for every parallel kernel (big elementwise ops and
-reductions, fusion loops, matrix products, attention, row-wise composites, scatter), and
-the BLAS library's thread count.
+"""The CPU backend's threads: a pool for parallel kernels (big elementwise ops and
+reductions, blocked fusion loops, matrix products, attention, row-wise composites,
+scatter), numba's native threads for compiled loops, and the BLAS library's thread count.
 
-Engine: a pool of plain Python threads running NumPy calls on parts of an op and numba
-kernels compiled `nogil`; both release the GIL in their inner loops, so the parts of one
-op run at once on every core. Why not numba's `parallel=True` loops or OpenMP: one pool
-for everything means one thread count to size and no second set of threads competing for
-the cores (numba's threading layer would be one, BLAS's another), NumPy's SIMD ufunc
-loops (exp, tanh) stay in use, and the workers sleep on a queue when idle (no spinning).
-Not measured against numba's parallel loops here: the 2 cores of this machine were shared
-with other jobs for the whole time.
+Engines: a pool of plain Python threads running NumPy calls and BLAS on parts of an op
+(and numba kernels compiled `nogil`); both release the GIL in their inner loops, so the
+parts of one op run at once on every core. But every part takes the GIL to start and to
+finish: a hand-off cost 40-50 us on 2 cores, and on 16 cores the parts queue for the GIL
+(a compiled loop called about nine times a thread took 4.6 ms on one thread, 2.2 on
+four, 4.5 on sixteen). So compiled loops (fusions, activations) split themselves into
+parts on numba's native threads instead, in one call (`Native` below): TBB's threads,
+which sleep when idle as the pool's workers do, so the two engines do not take each
+other's cores.
 
 The caller claims parts too, so it never waits on a worker that has not woken yet: on a
 machine whose cores are busy with other processes it may run every part itself. (An
@@ -166,6 +167,87 @@ def run_parts(fn, n: int, grain: int) -> list:
     """[fn(s, e) for each part of [0, n)] on the pool (in part order)."""
     ps = parts(n, grain)
     return pool.map(lambda i: fn(*ps[i]), len(ps))
+
+
+# --- native threads -----------------------------------------------------------------------
+class Native:
+    """numba's threading layer, for compiled kernels that split themselves into parts
+    (`prange` over the parts, parallel=True): one call from Python, its parts run on
+    native threads. Measured on this machine's 2 cores, x * 2 + 1 over 16K float32
+    elements: 11 us on one thread, 38 us in two parts on the pool (the worker's wake-up
+    and the GIL's passes), 10-16 us in two parts on TBB's or OpenMP's threads; on 64K
+    elements 42, 62 and 30-40 us. On 16 cores the pool's parts queue for the GIL.
+
+    The layer is TBB's (the `tbb` package; numba finds its library once it is loaded):
+    safe for calls from several threads at once and in forked children, and its threads
+    sleep when a loop ends. GNU OpenMP's spin for milliseconds after each loop and took
+    the cores from the pool's products that follow (W5 on 2 cores: its products 3.0 ->
+    4.1-5.5 ms); its wait policy is read once, when the library loads, and PyTorch loads
+    its own copy first, so mirax cannot set it. OpenMP is used only where the user chose
+    it (NUMBA_THREADING_LAYER), not in a forked child (numba aborts there). numba's
+    workqueue layer aborts the process on concurrent calls: never used. Without a layer,
+    or with the `cpu_native_threads` knob off, kernels run their parts on the pool."""
+
+    def __init__(self):
+        self._state = None   # None: not tried yet; False: unusable; True: launched
+        self._numba = None
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self):
+        if self._state and self._numba.threading_layer() == "omp":
+            self._state = False
+
+    def ready(self) -> bool:
+        """Whether parallel kernels may run now (launches the layer on first use)."""
+        if not config.get("cpu_native_threads") or self._state is False:
+            return False
+        if self._state is None:
+            self._state = self._launch()
+        return self._state
+
+    def _launch(self) -> bool:
+        try:
+            import numba
+            from numba.np.ufunc import parallel
+        except ImportError:
+            return False
+        chosen = numba.config.THREADING_LAYER
+        if chosen == "default":   # (the user's choice stands)
+            _load_tbb()
+            numba.config.THREADING_LAYER = "safe"   # TBB only
+        try:
+            parallel._launch_threads()
+        except (ValueError, RuntimeError):   # no such layer here: numba's own default back
+            numba.config.THREADING_LAYER = chosen
+            return False
+        self._numba = numba
+        return numba.threading_layer() in ("tbb", "omp")
+
+    def threads(self, n: int):
+        """Up to `n` native threads for this thread's next kernels."""
+        n = min(n, self._numba.config.NUMBA_NUM_THREADS)
+        if n != self._numba.get_num_threads():
+            self._numba.set_num_threads(n)
+
+
+def _load_tbb():
+    """Load the `tbb` package's library, which pip puts in the environment's lib/ (off
+    the loader's path), so that numba's TBB layer finds it."""
+    try:
+        from importlib import metadata
+        files = metadata.files("tbb") or []
+    except Exception:   # not installed: numba may still find a system TBB
+        return
+    for f in files:
+        if f.name.startswith("libtbb.so.") and f.name.count(".") == 2 or f.name == "tbb12.dll":
+            try:
+                ctypes.CDLL(str(f.locate()), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+            except OSError:
+                pass
+            return
+
+
+native = Native()
 
 
 # --- BLAS threads -------------------------------------------------------------------------
