@@ -256,7 +256,7 @@ def softmax_cross_entropy(logits, labels):
 
 
 # --- layer_norm ---------------------------------------------------------------------------
-def _split_affine(args, has_weight, has_bias):
+def split_affine(args, has_weight, has_bias):
     x, rest = args[0], list(args[1:])
     w = rest.pop(0) if has_weight else None
     b = rest.pop(0) if has_bias else None
@@ -264,7 +264,7 @@ def _split_affine(args, has_weight, has_bias):
 
 
 def _layer_norm_body(*args, eps, has_weight, has_bias):
-    x, w, b = _split_affine(args, has_weight, has_bias)
+    x, w, b = split_affine(args, has_weight, has_bias)
     ax, d = (x.ndim - 1,), x.shape[-1]
     xc = sub(x, _back(div(reduce_sum(x, ax), d), x.shape, ax))
     inv = rsqrt(add(div(reduce_sum(mul(xc, xc), ax), d), eps))
@@ -281,7 +281,7 @@ def _np_layer_norm(x, eps):
 
 @in_float32
 def _layer_norm_impl(*args, eps, has_weight, has_bias):
-    x, w, b = _split_affine(args, has_weight, has_bias)
+    x, w, b = split_affine(args, has_weight, has_bias)
     y, _ = _np_layer_norm(x, eps)
     y = y * w if w is not None else y
     return cast_like(y + b if b is not None else y, x)
@@ -289,7 +289,7 @@ def _layer_norm_impl(*args, eps, has_weight, has_bias):
 
 @in_float32
 def _layer_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
-    x, w, b = _split_affine(args, has_weight, has_bias)
+    x, w, b = split_affine(args, has_weight, has_bias)
     xhat, inv = _np_layer_norm(x, eps)
     g = ct * w if w is not None else ct
     # dx = inv (g - mean(g) - xhat mean(g xhat))
@@ -333,7 +333,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5):
 
 # --- rms_norm -----------------------------------------------------------------------------
 def _rms_norm_body(*args, eps, has_weight):
-    x, w, _ = _split_affine(args, has_weight, False)
+    x, w, _ = split_affine(args, has_weight, False)
     ax = (x.ndim - 1,)
     inv = rsqrt(add(div(reduce_sum(mul(x, x), ax), x.shape[-1]), eps))
     y = mul(x, _back(inv, x.shape, ax))
@@ -342,14 +342,14 @@ def _rms_norm_body(*args, eps, has_weight):
 
 @in_float32
 def _rms_norm_impl(*args, eps, has_weight):
-    x, w, _ = _split_affine(args, has_weight, False)
+    x, w, _ = split_affine(args, has_weight, False)
     y = x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
     return cast_like(y * w if w is not None else y, x)
 
 
 @in_float32
 def _rms_norm_bwd_impl(ct, out, *args, wrt, nout, eps, has_weight):
-    x, w, _ = _split_affine(args, has_weight, False)
+    x, w, _ = split_affine(args, has_weight, False)
     inv = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
     g = ct * w if w is not None else ct
     # dx = inv (g - x inv^2 mean(g x))

@@ -266,3 +266,67 @@ def test_softmax_rows_kernel_matches_reference(shape):
     got = kernels.NATIVE["softmax_bwd"](c, y, x[ok], wrt=(0,), nout=1, axes=(-1,))
     want = registry["softmax_bwd"].impl(c, y, x[ok], wrt=(0,), nout=1, axes=(-1,))
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+
+
+def _layer_norm64(x, w, b, ct):
+    """layer_norm and its gradients in float64 (the reference for the compiled rows)."""
+    x, ct = x.astype(np.float64), ct.astype(np.float64)
+    m = x.mean(-1, keepdims=True)
+    inv = 1 / np.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5)
+    xh = (x - m) * inv
+    g = ct * w if w is not None else ct
+    dx = inv * (g - g.mean(-1, keepdims=True) - xh * (g * xh).mean(-1, keepdims=True))
+    y = xh * w if w is not None else xh
+    rows = tuple(range(x.ndim - 1))
+    return [y + b if b is not None else y, dx, (ct * xh).sum(rows), ct.sum(rows)]
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["pool", "native"])
+@pytest.mark.parametrize("shape, affine, offset", [
+    ((6, 70, 256), (True, True), 0.0), ((300, 37), (True, False), 0.0),
+    ((64, 130), (False, False), 1e3),    # rows far from 0: the variance from (x - mean)^2
+])
+def test_layer_norm_rows_kernel(shape, affine, offset, native, knobs, monkeypatch):
+    pytest.importorskip("numba")
+    knobs(cpu_native_threads=native)
+    seen = []
+    real = loops.run_parts
+    monkeypatch.setattr(loops, "run_parts", lambda src, *a, **k: seen.append(src) or
+                        real(src, *a, **k))
+    x = (RNG.normal(size=shape) + offset).astype(np.float32)
+    ct = RNG.normal(size=shape).astype(np.float32)
+    d = shape[-1]
+    w = RNG.normal(size=d).astype(np.float32) if affine[0] else None
+    b = RNG.normal(size=d).astype(np.float32) if affine[1] else None
+    params = [a for a in (w, b) if a is not None]
+
+    def f(x, *wb):
+        it = iter(wb)
+        return mx.nn.layer_norm(x, next(it) if affine[0] else None,
+                                next(it) if affine[1] else None)
+
+    @mx.jit
+    def fwd_bwd(x, ct, *params):
+        y, vjp = mx.vjp(f, x, *params)
+        return [y, *vjp(ct)]
+
+    def run(threads):
+        with mx.config.override(cpu_threads=threads):
+            return [np.asarray(a) for a in fwd_bwd(x, ct, *params)]
+    got = run(1)
+    assert kernels._LAYER_NORM_ROWS in seen and kernels._LAYER_NORM_ROWS_BWD in seen
+    for n in (2, 3):   # bitwise the same at every thread count
+        for a, c in zip(got, run(n)):
+            np.testing.assert_array_equal(a, c)
+    want = _layer_norm64(x, w, b, ct)
+    want = want[:2] + [g for g, on in zip(want[2:], affine) if on]
+    # float32 rounding of x (and of the row's mean) relative to the row's spread
+    eps, std = np.finfo(np.float32).eps, x.astype(np.float64).std(-1)
+    cond = np.abs(x).max() / std.min()
+    wmax = np.abs(w).max() if w is not None else 1.0
+    bmax = np.abs(b).max() if b is not None else 0.0
+    cmax, rows = np.abs(ct).max(), np.prod(shape[:-1])
+    units = [wmax + bmax, cmax * wmax / std.min(), cmax * np.sqrt(rows), cmax * np.sqrt(rows)]
+    units = units[:2] + [u for u, on in zip(units[2:], affine) if on]
+    for k, (a, r, unit) in enumerate(zip(got, want, units)):
+        assert np.abs(a - r).max() <= 16 * eps * cond * unit, (k, np.abs(a - r).max())
