@@ -16,12 +16,14 @@ Two kinds, both computing what the reference impl computes:
   cache-sized blocks of NumPy calls with in-place temporaries (equal up to rounding).
   float32 attention without mask or bias takes each score row's softmax and the softmax
   backward in one compiled pass (the products are the reference's), as does softmax's
-  backward over the last axis.
+  backward over the last axis; float32 layer_norm and its backward run as compiled rows
+  (float64 statistics: within rounding of the reference).
   fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
-  The blocks run on the thread pool (threads.py). Matrix products run on the thread pool
-  with one BLAS thread each (parallel.matmul).
+  Compiled loops run their parts on numba's native threads where they are ready
+  (loops.run_parts), other blocks on the thread pool (threads.py). Matrix products run
+  on the thread pool with one BLAS thread each (parallel.matmul).
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
 from __future__ import annotations
