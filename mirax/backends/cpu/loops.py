@@ -190,9 +190,7 @@ def source(members, ins, outs, lay) -> str:
         part_args = [cut["bounds"]] + [cut[lay.ins[v]].format(name[v]) for v in ins] + \
             [cut["sum" if o in red else "full"].format(f"o{j}") for j, o in enumerate(outs)]
         lines += ["", "", "@_parts", f"def {fn}({', '.join(['L', 'R'] + arrays)}, "
-                  "starts, stops, p0, p1):", "    if p1 - p0 == 1:   # no parallel launch",
-                  "        p = p0", "        s = starts[p]", "        e = stops[p]",
-                  f"        return int(kernel({', '.join(part_args)}))", "    far = 0",
+                  "starts, stops, p0, p1):", "    far = 0",
                   "    for p in _nb.prange(p0, p1):", "        s = starts[p]",
                   "        e = stops[p]", f"        far += kernel({', '.join(part_args)})",
                   "    return far"]
@@ -295,13 +293,13 @@ def run_parts(src: str, args, starts, stops, threads: int, on_native: bool | Non
               fn: str = "kernel_parts") -> int:
     """`src`'s function `fn` over the parts [starts[p], stops[p]) on up to `threads`
     threads: in one call on numba's native threads where they are ready (`on_native`,
-    default native.ready()), else a run of parts a thread on the pool (threads.py).
-    Returns the sum of the parts' results."""
+    default native.ready()), else a run of parts a thread on the pool (threads.py). One
+    part runs on the calling thread, compiled without parallel=True (numba's parallel
+    compile costs several times the plain one). Returns the sum of the parts' results."""
     n = len(starts)
     t = min(threads, n)
-    if native.ready() if on_native is None else on_native:
-        if n > 1:   # (one part runs on the calling thread)
-            native.threads(t)
+    if n > 1 and (native.ready() if on_native is None else on_native):
+        native.threads(t)
         return compiled_parts(src, True, fn)(*args, starts, stops, 0, n)
     kernel = compiled_parts(src, False, fn)
     if t <= 1:
@@ -343,20 +341,26 @@ def compile_fusion(node):
     moved = sum(np.dtype(v.aval.dtype).itemsize for v in ins if lay.ins[v] == "full") \
         + sum(d.itemsize for s, d, _ in out_specs if len(s) == 2)
 
+    def most(on_native: bool) -> int:
+        """The most parts an elementwise group is cut into."""
+        if heavy:
+            return L * R // (NATIVE_HEAVY_PART if on_native else HEAVY_PART)
+        return L * R * moved // (NATIVE_CHEAP_BYTES if on_native else CHEAP_BYTES)
+
     def split(threads: int, on_native: bool):
         """The parts' bounds on `threads` threads."""
         if not even:
             return bounds(fixed)
-        if heavy:
-            most = L * R // (NATIVE_HEAVY_PART if on_native else HEAVY_PART)
-        else:
-            most = L * R * moved // (NATIVE_CHEAP_BYTES if on_native else CHEAP_BYTES)
-        g = -(-extent // max(1, min(threads, most)))
+        g = -(-extent // max(1, min(threads, most(on_native))))
         return bounds(parts(extent, -(-g // 16) * 16 if by_cols else g))
     splits: dict = {}   # (threads, on native threads) -> split
+    # one part at any thread count: the loop compiled without parallel=True (numba's
+    # parallel compile took 0.7 s a kernel against 0.2: the VAE's first epoch with a
+    # cold cache 15 -> 27 s when every fusion had it)
+    one = len(fixed) == 1 if not even else most(True) <= 1
 
     try:   # compile now, on empty arrays of the call's types (the loop body never runs)
-        compiled_parts(src, native.ready(), fn)(
+        compiled_parts(src, native.ready() and not one, fn)(
             0, 0, *(np.empty((0,) * len(s), np.dtype(v.aval.dtype))
                     for v, s in zip(ins, in_shapes)),
             *(np.empty((0,) * (len(s) + p), d) for (s, d, _), p in zip(out_specs, partial)),
@@ -369,7 +373,7 @@ def compile_fusion(node):
     def run(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
         ys = [np.empty(s, d) for s, d, _ in out_specs]
-        key = (n_threads(), native.ready())
+        key = (1, False) if one else (n_threads(), native.ready())
         ps = splits.get(key) or splits.setdefault(key, split(*key))
         sums = [np.empty((len(ps[0]), R), y.dtype) if p else y for y, p in zip(ys, partial)]
         if run_parts(src, (L, R, *xs, *sums), *ps, *key, fn):
