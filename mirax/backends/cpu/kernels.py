@@ -479,7 +479,7 @@ def _softmax_bwd(ct, y, x, *, wrt, nout, axes):
 # reference sums float32 pairwise); the rest is the reference's float32 arithmetic. The
 # reference's NumPy chains (eight to twelve passes, the GIL taken by each) ran its parts
 # on at most CHAIN_THREADS threads: [8,128,256] forward + backward on 16 cores 1.4 + 2.3
-# ms.
+# ms, compiled 0.7 ms the backward; on one core 1.0 + 2.8 -> 0.5 + 1.5 ms.
 NORM_PART = 1 << 13
 _NORM_STATS = """
 
@@ -631,12 +631,7 @@ def _layer_norm_bwd(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
                                            dx, dw, db, np.float32(eps), has_weight),
                     starts, stops, n_threads())
     grads = [dx.reshape(x.shape)]
-    for flag, sums in ((has_weight, dw), (has_bias, db)):
-        if flag:   # the parts' sums, in part order
-            total = sums[0].copy()
-            for q in sums[1:]:
-                total += q
-            grads.append(total)
+    grads += [loops.summed(sums) for flag, sums in ((has_weight, dw), (has_bias, db)) if flag]
     return [grads[i] for i in wrt]
 
 

@@ -289,6 +289,15 @@ def bounds(ps) -> tuple[np.ndarray, np.ndarray]:
             np.fromiter((e for _, e in ps), np.int64, len(ps)))
 
 
+def summed(part_sums: np.ndarray) -> np.ndarray:
+    """The parts' sums (rows of `part_sums`) added in part order: the same values at
+    every thread count."""
+    total = part_sums[0].copy()
+    for q in part_sums[1:]:
+        total += q
+    return total
+
+
 def run_parts(src: str, args, starts, stops, threads: int, on_native: bool | None = None,
               fn: str = "kernel_parts") -> int:
     """`src`'s function `fn` over the parts [starts[p], stops[p]) on up to `threads`
@@ -380,9 +389,7 @@ def compile_fusion(node):
             # a sin / cos argument beyond vecmath.SIN_LIMIT: all again with libm's
             run_parts(exact_source(src), (L, R, *xs, *sums), *ps, *key, fn)
         for y, part_sums, p in zip(ys, sums, partial):
-            if p:   # the parts' sums, in part order
-                y[...] = part_sums[0]
-                for q in part_sums[1:]:
-                    y += q
+            if p:
+                y[...] = summed(part_sums)
         return [y.reshape(shape) for y, (_, _, shape) in zip(ys, out_specs)]
     return run
