@@ -208,7 +208,6 @@ class Native:
     def _launch(self) -> bool:
         try:
             import numba
-            from numba.np.ufunc import parallel
         except ImportError:
             return False
         chosen = numba.config.THREADING_LAYER
@@ -216,7 +215,7 @@ class Native:
             _load_tbb()
             numba.config.THREADING_LAYER = "safe"   # TBB only
         try:
-            parallel._launch_threads()
+            numba.get_num_threads()   # (launches the layer)
         except (ValueError, RuntimeError):   # no such layer here: numba's own default back
             numba.config.THREADING_LAYER = chosen
             return False
@@ -239,7 +238,8 @@ def _load_tbb():
     except Exception:   # not installed: numba may still find a system TBB
         return
     for f in files:
-        if f.name.startswith("libtbb.so.") and f.name.count(".") == 2 or f.name == "tbb12.dll":
+        if (f.name.startswith("libtbb.so.") and f.name.count(".") == 2) or \
+                f.name == "tbb12.dll":
             try:
                 ctypes.CDLL(str(f.locate()), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
             except OSError:
