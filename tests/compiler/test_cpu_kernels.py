@@ -6,7 +6,7 @@ import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.backends.cpu import kernels, loops
+from mirax.backends.cpu import kernels, loops, norms
 from mirax.compiler import optimize
 from mirax.core.avals import ShapedArray
 from mirax.graph.graph import Node, Var
@@ -314,7 +314,7 @@ def test_layer_norm_rows_kernel(shape, affine, offset, native, knobs, monkeypatc
         with mx.config.override(cpu_threads=threads):
             return [np.asarray(a) for a in fwd_bwd(x, ct, *params)]
     got = run(1)
-    assert kernels._LAYER_NORM_ROWS in seen and kernels._LAYER_NORM_ROWS_BWD in seen
+    assert norms.LAYER_NORM_ROWS in seen and norms.LAYER_NORM_ROWS_BWD in seen
     for n in (2, 3):   # bitwise the same at every thread count
         for a, c in zip(got, run(n)):
             np.testing.assert_array_equal(a, c)

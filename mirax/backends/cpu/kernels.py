@@ -32,7 +32,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from mirax.backends.cpu import blocked, loops, tape
+from mirax.backends.cpu import blocked, loops, norms, tape
 from mirax.core.primitive import registry
 from mirax.ops.graph_ops import valid_rows
 from mirax.ops.nn import split_affine
@@ -472,166 +472,21 @@ def _softmax_bwd(ct, y, x, *, wrt, nout, axes):
     return [out.reshape(x.shape)]   # y (ct - <ct, y>)
 
 
-# float32 layer_norm and its backward as compiled rows, the parts of rows (NORM_PART
-# elements, a fixed size: the weight's and bias's gradients, summed per part and then in
-# part order, do not depend on the thread count) on numba's native threads where they
-# are ready (loops.run_parts). A row's mean and variance are summed in float64 (the
-# reference sums float32 pairwise); the rest is the reference's float32 arithmetic. The
-# reference's NumPy chains (eight to twelve passes, the GIL taken by each) ran its parts
-# on at most CHAIN_THREADS threads: [8,128,256] forward + backward on 16 cores 1.4 + 2.3
-# ms, compiled 0.7 ms the backward; on one core 1.0 + 2.8 -> 0.5 + 1.5 ms.
-NORM_PART = 1 << 13
-_NORM_STATS = """
-
-
-@_nb.njit(inline="always")
-def _sum(a):
-    # float64 sums, four interleaved (one would wait on each add), here and below
-    s0 = s1 = s2 = s3 = 0.0
-    q = a.size - a.size % 4
-    for i in range(0, q, 4):
-        s0 += a[i]
-        s1 += a[i + 1]
-        s2 += a[i + 2]
-        s3 += a[i + 3]
-    for i in range(q, a.size):
-        s0 += a[i]
-    return (s0 + s1) + (s2 + s3)
-
-
-@_nb.njit(inline="always")
-def _sum_sq(a, c):   # sum (a - c)^2
-    s0 = s1 = s2 = s3 = 0.0
-    q = a.size - a.size % 4
-    for i in range(0, q, 4):
-        d0, d1, d2, d3 = a[i] - c, a[i + 1] - c, a[i + 2] - c, a[i + 3] - c
-        s0 += d0 * d0
-        s1 += d1 * d1
-        s2 += d2 * d2
-        s3 += d3 * d3
-    for i in range(q, a.size):
-        s0 += (a[i] - c) * (a[i] - c)
-    return (s0 + s1) + (s2 + s3)
-
-
-@_nb.njit(inline="always")
-def _sum_prod(a, b):   # sum a b
-    s0 = s1 = s2 = s3 = 0.0
-    q = a.size - a.size % 4
-    for i in range(0, q, 4):
-        s0 += _np.float64(a[i]) * b[i]
-        s1 += _np.float64(a[i + 1]) * b[i + 1]
-        s2 += _np.float64(a[i + 2]) * b[i + 2]
-        s3 += _np.float64(a[i + 3]) * b[i + 3]
-    for i in range(q, a.size):
-        s0 += _np.float64(a[i]) * b[i]
-    return (s0 + s1) + (s2 + s3)
-
-
-@_nb.njit(inline="always")
-def _stats(xr, eps):
-    # (mean, 1 / sqrt(var + eps)), var = mean((x - mean)^2) as the reference's
-    d = xr.size
-    m = _sum(xr) / d
-    return _np.float32(m), _np.float32(1.0 / _np.sqrt(_sum_sq(xr, m) / d + eps))
-"""
-_LAYER_NORM_ROWS = """
-def kernel(x, w, b, y, s, e, eps, has_w, has_b):
-    for r in range(s, e):
-        xr, yr = x[r], y[r]
-        m, inv = _stats(xr, eps)
-        for i in range(xr.size):
-            t = (xr[i] - m) * inv
-            if has_w:
-                t = t * w[i]
-            if has_b:
-                t = t + b[i]
-            yr[i] = t
-    return 0
-
-
-@_parts
-def kernel_parts(x, w, b, y, eps, has_w, has_b, starts, stops, p0, p1):
-    for p in _nb.prange(p0, p1):
-        kernel(x, w, b, y, starts[p], stops[p], eps, has_w, has_b)
-    return 0
-""" + _NORM_STATS
-# dx = inv (g - mean(g) - xhat mean(g xhat)), g = ct w; the weight's gradient sums
-# ct xhat over the rows, the bias's ct (into row p of the per-part sums)
-_LAYER_NORM_ROWS_BWD = """
-def kernel(x, w, ct, dx, dw, db, s, e, eps, has_w):
-    d = x.shape[1]
-    xh = _np.empty(d, _np.float32)
-    dw[:] = 0
-    db[:] = 0
-    for r in range(s, e):
-        xr, cr, dr = x[r], ct[r], dx[r]
-        m, inv = _stats(xr, eps)
-        for i in range(d):   # g and xhat, through dr and the scratch row xh
-            xh[i] = (xr[i] - m) * inv
-            dr[i] = cr[i] * w[i] if has_w else cr[i]
-        mg32 = _np.float32(_sum(dr) / d)
-        mgx32 = _np.float32(_sum_prod(dr, xh) / d)
-        for i in range(d):
-            dr[i] = inv * (dr[i] - mg32 - xh[i] * mgx32)
-            dw[i] += cr[i] * xh[i]
-            db[i] += cr[i]
-    return 0
-
-
-@_parts
-def kernel_parts(x, w, ct, dx, dw, db, eps, has_w, starts, stops, p0, p1):
-    for p in _nb.prange(p0, p1):
-        kernel(x, w, ct, dx, dw[p], db[p], starts[p], stops[p], eps, has_w)
-    return 0
-""" + _NORM_STATS
-
-
-def _norm_rows(x, *others):
-    """(rows, d) views and the parts' bounds for the compiled layer_norm rows, or None
-    where they do not apply (float32, normalized over the last axis, numba present)."""
-    if x.ndim < 2 or x.size == 0 or x.dtype != np.float32 or not loops.available() or \
-            any(a is not None and a.dtype != np.float32 for a in others):
-        return None
-    d = x.shape[-1]
-    rows = x.size // d
-    return rows, d, loops.bounds(parts(rows, max(1, NORM_PART // d)))
-
-
-def _one(a, d):
-    return np.ones(d, np.float32) if a is None else np.ascontiguousarray(a)
-
-
 @_native("layer_norm")
 def _layer_norm(*args, eps, has_weight, has_bias):
     x, w, b = split_affine(args, has_weight, has_bias)
-    split = _norm_rows(x, w, b)
-    if split is None:
-        return _layer_norm_rows(*args, eps=eps, has_weight=has_weight, has_bias=has_bias)
-    rows, d, (starts, stops) = split
-    y = np.empty((rows, d), np.float32)
-    loops.run_parts(_LAYER_NORM_ROWS, (np.ascontiguousarray(x).reshape(rows, d), _one(w, d),
-                                       _one(b, d), y, np.float32(eps), has_weight, has_bias),
-                    starts, stops, n_threads())
-    return y.reshape(x.shape)
+    y = norms.layer_norm(x, w, b, eps)
+    return y if y is not None else _layer_norm_rows(*args, eps=eps, has_weight=has_weight,
+                                                    has_bias=has_bias)
 
 
 @_native("layer_norm_bwd")
 def _layer_norm_bwd(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
     x, w, b = split_affine(args, has_weight, has_bias)
-    split = _norm_rows(x, w, b, ct)
-    if split is None or ct.shape != x.shape:
+    grads = norms.layer_norm_bwd(ct, x, w, b, eps)
+    if grads is None:
         return _layer_norm_bwd_rows(ct, out, *args, wrt=wrt, nout=nout, eps=eps,
                                     has_weight=has_weight, has_bias=has_bias)
-    rows, d, (starts, stops) = split
-    dx = np.empty((rows, d), np.float32)
-    dw, db = (np.empty((len(starts), d), np.float32) for _ in range(2))
-    loops.run_parts(_LAYER_NORM_ROWS_BWD, (np.ascontiguousarray(x).reshape(rows, d),
-                                           _one(w, d), np.ascontiguousarray(ct).reshape(rows, d),
-                                           dx, dw, db, np.float32(eps), has_weight),
-                    starts, stops, n_threads())
-    grads = [dx.reshape(x.shape)]
-    grads += [loops.summed(sums) for flag, sums in ((has_weight, dw), (has_bias, db)) if flag]
     return [grads[i] for i in wrt]
 
 
