@@ -576,7 +576,7 @@ def _elementwise_loop(name: str, x, ct=None):
     xf, cf, of = (np.ascontiguousarray(a).reshape(-1)
                   for a in (x, x if ct is None else ct, out))
     on_native = native.ready()
-    ps = parts(xf.size, loops.NATIVE_HEAVY_PART if on_native else loops.HEAVY_PART)
+    ps = parts(xf.size, loops.heavy_part(on_native))
     loops.run_parts(_ACTIVATIONS[name], (xf, cf, of), *loops.bounds(ps), n_threads(),
                     on_native)
     return out

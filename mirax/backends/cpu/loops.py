@@ -85,6 +85,11 @@ CHEAP_BYTES = 1 << 21
 # can be smaller
 NATIVE_HEAVY_PART = 1 << 13
 NATIVE_CHEAP_BYTES = 1 << 20
+
+
+def heavy_part(on_native: bool) -> int:
+    """Elements a part of a loop with transcendental ops has at least, on either engine."""
+    return NATIVE_HEAVY_PART if on_native else HEAVY_PART
 MIN_OPS = 2
 
 _numba = None
@@ -353,7 +358,7 @@ def compile_fusion(node):
     def most(on_native: bool) -> int:
         """The most parts an elementwise group is cut into."""
         if heavy:
-            return L * R // (NATIVE_HEAVY_PART if on_native else HEAVY_PART)
+            return L * R // heavy_part(on_native)
         return L * R * moved // (NATIVE_CHEAP_BYTES if on_native else CHEAP_BYTES)
 
     def split(threads: int, on_native: bool):
@@ -383,6 +388,7 @@ def compile_fusion(node):
     def run(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]
         ys = [np.empty(s, d) for s, d, _ in out_specs]
+        # (one part: no knob read on the small loops' hot path)
         key = (1, False) if one else (n_threads(), native.ready())
         ps = splits.get(key) or splits.setdefault(key, split(*key))
         sums = [np.empty((len(ps[0]), R), y.dtype) if p else y for y, p in zip(ys, partial)]
