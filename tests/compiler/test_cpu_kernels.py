@@ -6,7 +6,7 @@ import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.backends.cpu import kernels, loops, norms
+from mirax.backends.cpu import gathers, kernels, loops, norms
 from mirax.compiler import optimize
 from mirax.core.avals import ShapedArray
 from mirax.graph.graph import Node, Var
@@ -71,6 +71,41 @@ def test_index_add_through_jit_uses_the_kernel():
     idx = RNG.integers(0, 40, 300).astype(np.int32)
     out = mx.jit(lambda x, i: mx.nn.index_add(x, i, 40))(mx.asarray(x), mx.asarray(idx))
     np.testing.assert_array_equal(np.asarray(out), registry["index_add"].impl(x, idx, num_rows=40))
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["pool", "native"])
+@pytest.mark.parametrize("dtype, itype", [(np.float32, np.int32), (np.float64, np.int64),
+                                          (np.int64, np.int32)])
+def test_index_rows_kernels(dtype, itype, native, knobs, monkeypatch):
+    """index_select and index_add as compiled rows (gathers.py) are the reference's values
+    bit for bit (index_add: the same additions in index order), indices outside the rows
+    included (index_select reads zeros, index_add drops them), at every thread count and
+    on either engine."""
+    pytest.importorskip("numba")
+    knobs(cpu_native_threads=native)
+    monkeypatch.setattr(loops, "CHEAP_BYTES", 4096)   # several parts on either engine
+    monkeypatch.setattr(loops, "NATIVE_CHEAP_BYTES", 4096)
+    seen = []
+    real = loops.run_parts
+    monkeypatch.setattr(loops, "run_parts", lambda src, args, starts, *a, **k:
+                        seen.append((src, len(starts))) or real(src, args, starts, *a, **k))
+    x = (RNG.normal(size=(600, 3, 5)) * 100).astype(dtype)
+    idx = RNG.integers(-3, 603, 2000).astype(itype)   # repeats, a few outside the rows
+    for threads in (1, 2, 3):
+        with mx.config.override(cpu_threads=threads):
+            got_sel = kernels.NATIVE["index_select"](x, idx)
+            got_add = kernels.NATIVE["index_add"](x[idx % 600], idx, num_rows=600)
+        np.testing.assert_array_equal(got_sel, registry["index_select"].impl(x, idx))
+        np.testing.assert_array_equal(got_add, registry["index_add"].impl(x[idx % 600], idx,
+                                                                          num_rows=600))
+        assert got_sel.dtype == got_add.dtype == dtype
+    for src in (gathers.INDEX_SELECT_ROWS, gathers.INDEX_ADD_ROWS):
+        assert any(s == src and n == 3 for s, n in seen)   # three parts at three threads
+    # through jit, and with nothing to gather
+    f = mx.jit(lambda x, i: mx.nn.index_add(mx.nn.index_select(x, i), i, 600))
+    np.testing.assert_array_equal(np.asarray(f(x, idx)), registry["index_add"].impl(
+        registry["index_select"].impl(x, idx), idx, num_rows=600))
+    assert kernels.NATIVE["index_select"](x, idx[:0]).shape == (0, 3, 5)
 
 
 @pytest.mark.parametrize("shape", [(3, 70001), (5,), ()])

@@ -172,8 +172,16 @@ def test_stacked_small_products_split_over_the_stack(splits):
     np.testing.assert_array_equal(got, np.matmul(q, k.transpose(0, 2, 1)))
 
 
+@pytest.mark.parametrize("gemm", ["pool", "blas"])
 @pytest.mark.parametrize("m,k,n", [(512, 256, 256), (40, 512, 1024), (256, 512, 10)])
-def test_products_split_over_the_pool(m, k, n, splits):
+def test_products_on_threads(m, k, n, gemm, splits, knobs, monkeypatch):
+    """Big products run whole on BLAS's threads (cpu_gemm "blas") or split over the pool
+    ("pool"), at every thread count the same dot products up to the rounding of k."""
+    knobs(cpu_gemm=gemm)
+    blas_threads = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **kw: blas_threads.append(
+        threads.blas.threads()) or real(*a, **kw))
     x = RNG.standard_normal((m, k)).astype(np.float32)
     w = RNG.standard_normal((k, n)).astype(np.float32)
     f = lambda x, w: [x @ w, mnp.einsum("ij,kj->ik", x, w.T)]
@@ -186,11 +194,16 @@ def test_products_split_over_the_pool(m, k, n, splits):
             np.testing.assert_allclose(a, b, rtol=0, atol=4 * k * np.finfo(np.float32).eps *
                                        np.max(np.abs(x)) * np.max(np.abs(w)))
     np.testing.assert_allclose(one[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
-    assert any(s > 1 for s in splits) == (n > 10)
+    big = n > 10   # (256 x 512 x 10: under two threads' worth of work)
+    assert any(s > 1 for s in splits) == (big and gemm == "pool")
+    if threads.blas.available:
+        assert (max(blas_threads) > 1) == (big and gemm == "blas")
+        assert max(blas_threads) <= 3
 
 
 
 def test_plans_run_blas_on_one_thread_and_restore_the_count(monkeypatch):
+    """(but for products big enough for several threads: test_products_on_threads)"""
     if not threads.blas.available:
         pytest.skip("no OpenBLAS found to drive")
     seen = []
@@ -290,7 +303,7 @@ def test_numpy_chain_kernels_cap_their_threads(monkeypatch, knobs):
     monkeypatch.setattr(threads.pool, "map",
                         lambda fn, n, t=None: asked.append(t) or real(fn, n, t))
     x = RNG.standard_normal(1 << 20).astype(np.float32)
-    with config.override(cpu_threads=8):
+    with config.override(cpu_threads=8, cpu_gemm="pool"):
         got = kernels.NATIVE["gelu"](x, approximate=True)
         parallel.matmul(RNG.standard_normal((512, 512)).astype(np.float32),
                         RNG.standard_normal((512, 512)).astype(np.float32))
@@ -310,8 +323,8 @@ def test_blocked_elementwise_parts_spread_evenly(knobs, splits):
 
 def test_scatter_and_outer_products(monkeypatch, splits):
     pytest.importorskip("numba")
-    from mirax.backends.cpu import kernels
-    monkeypatch.setattr(kernels, "SCATTER_PART", 64)
+    monkeypatch.setattr(loops, "CHEAP_BYTES", 4096)   # index_add in parts on either engine
+    monkeypatch.setattr(loops, "NATIVE_CHEAP_BYTES", 4096)
     x = RNG.standard_normal((3000, 16)).astype(np.float32)
     idx = RNG.integers(0, 500, 3000).astype(np.int32)
     a = RNG.standard_normal((300, 64)).astype(np.float32)

@@ -7,13 +7,14 @@ Two kinds, both computing what the reference impl computes:
   a contraction of size 1 is an outer product, one einsum, also exact; fusion: the
   compiled or cache-blocked loops; 2-d convolutions: im2col in cache-sized blocks by a
   compiled loop and a product per block, equal up to the products' rounding).
-- `NATIVE[name]`: a faster kernel for any call (eager too). index_add scatters rows with a
-  numba loop where numba is present (_rows.py), else each block of rows into the flat
-  output with one 1-d `np.add.at` (NumPy's fast path); both accumulate in index order,
-  bitwise equal to the reference. gelu (tanh form), silu and the backwards of gelu,
-  silu and softplus run as one compiled loop per part in float32 where numba is present
-  (vecmath.py's tanh and logistic: within a few ulp of NumPy's); gelu without numba in
-  cache-sized blocks of NumPy calls with in-place temporaries (equal up to rounding).
+- `NATIVE[name]`: a faster kernel for any call (eager too). index_select gathers rows and
+  index_add scatters them with compiled loops where numba is present (gathers.py), index_add
+  else each block of rows into the flat output with one 1-d `np.add.at` (NumPy's fast
+  path); both accumulate in index order, bitwise equal to the reference. gelu (tanh
+  form), silu and the backwards of gelu, silu and softplus run as one compiled loop per
+  part in float32 where numba is present (vecmath.py's tanh and logistic: within a few
+  ulp of NumPy's); gelu without numba in cache-sized blocks of NumPy calls with in-place
+  temporaries (equal up to rounding).
   float32 attention without mask or bias takes each score row's softmax and the softmax
   backward in one compiled pass (the products are the reference's), as does softmax's
   backward over the last axis; float32 layer_norm and its backward run as compiled rows
@@ -22,8 +23,8 @@ Two kinds, both computing what the reference impl computes:
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
   Compiled loops run their parts on numba's native threads where they are ready
-  (loops.run_parts), other blocks on the thread pool (threads.py). Matrix products run
-  on the thread pool with one BLAS thread each (parallel.matmul).
+  (loops.run_parts), other blocks on the thread pool (threads.py). Big matrix products
+  run on BLAS's own threads, or split over the pool (parallel.matmul).
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
 from __future__ import annotations
@@ -32,11 +33,10 @@ import math
 from typing import Callable
 
 import numpy as np
-from mirax.backends.cpu import blocked, loops, norms, tape
+from mirax.backends.cpu import blocked, gathers, loops, norms, tape
 from mirax.core.primitive import registry
 from mirax.ops.graph_ops import valid_rows
 from mirax.ops.nn import split_affine
-from mirax.backends.cpu._rows import scatter_add_rows, scatter_add_rows_range
 
 from mirax.core import dtypes
 
@@ -50,7 +50,6 @@ from mirax.backends.cpu.threads import chain_threads, n_threads, native, parts, 
 
 BLOCK = 1 << 16   # elements per block of the blocked elementwise kernels (fits L2)
 ROWS_BLOCK = 1 << 15  # elements per block of index_add's row scatter
-SCATTER_PART = 1 << 18   # index_add: scattered elements per thread
 _FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 NATIVE: dict[str, Callable] = {}
@@ -100,7 +99,7 @@ def _dot_general(node):
                                          out=out[ps[i][0]:ps[i][1]]), len(ps))
             return out.reshape(out_shape)
         return outer
-    # products run on the thread pool, one BLAS thread each (parallel.matmul)
+    # products on as many threads as their size pays for (parallel.matmul)
     if lb:  # stacked: contiguous stacks so that every matrix goes to BLAS
         sa, sb = (b, m, k), (b, k, n)
 
@@ -498,23 +497,23 @@ for _name, _lead, _impl in (("rms_norm", 0, None), ("softmax", 0, None),
     NATIVE.setdefault(_name, _row_parts(_name, _lead, _impl))
 
 
-# --- index_add: blocked flat scatter -------------------------------------------------------
+# --- index_select / index_add: compiled rows (gathers.py), else blocked flat scatter --------
+@_native("index_select")
+def _index_select(x, idx):
+    out = gathers.index_select(x, idx)
+    return registry["index_select"].impl(x, idx) if out is None else out
+
+
 @_native("index_add")
 def _index_add(x, idx, *, num_rows):
+    out = gathers.index_add(x, idx, num_rows)
+    if out is not None:
+        return out
     if x.ndim < 2 or x.dtype not in _FAST or x.size == 0:
         return registry["index_add"].impl(x, idx, num_rows=num_rows)
+    # without numba: each block of rows into the flat output with one 1-d np.add.at
     x, idx = valid_rows(x, idx, num_rows)  # out-of-range rows are dropped
     row = math.prod(x.shape[1:])
-    if loops.available():
-        out = np.zeros((num_rows, row), x.dtype)
-        flat = np.ascontiguousarray(x).reshape(-1, row)
-        t = min(n_threads(), num_rows, x.size // SCATTER_PART)
-        if t > 1:   # targets split over the threads, each scanning every index
-            ps = parts(num_rows, -(-num_rows // t))
-            pool.map(lambda i: scatter_add_rows_range(flat, idx, out, *ps[i]), len(ps))
-        else:
-            scatter_add_rows(flat, idx, out)
-        return out.reshape((num_rows,) + x.shape[1:])
     out = np.zeros(num_rows * row, x.dtype)
     flat_x = np.ascontiguousarray(x).reshape(-1)
     it = np.int32 if num_rows * row < 2 ** 31 else np.int64
@@ -545,14 +544,7 @@ def kernel(x, ct, out, s, e):
         v, g = xs[i], cs[i]
         BODY
     return 0
-
-
-@_parts
-def kernel_parts(x, ct, out, starts, stops, p0, p1):
-    for p in _nb.prange(p0, p1):
-        kernel(x, ct, out, starts[p], stops[p])
-    return 0
-""" % (_S2PI, _C)
+""" % (_S2PI, _C) + loops.PARTS_OF_3
 _BODIES = {
     "gelu": ["t = _tanh32(s2pi * v * (one + c * v * v))", "ys[i] = half * v * (one + t)"],
     "gelu_bwd": ["t = _tanh32(s2pi * v * (one + c * v * v))",

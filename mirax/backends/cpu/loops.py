@@ -90,6 +90,13 @@ NATIVE_CHEAP_BYTES = 1 << 20
 def heavy_part(on_native: bool) -> int:
     """Elements a part of a loop with transcendental ops has at least, on either engine."""
     return NATIVE_HEAVY_PART if on_native else HEAVY_PART
+
+
+def cheap_bytes(on_native: bool) -> int:
+    """Bytes of memory traffic a part of a loop without them moves at least."""
+    return NATIVE_CHEAP_BYTES if on_native else CHEAP_BYTES
+
+
 MIN_OPS = 2
 
 _numba = None
@@ -303,6 +310,18 @@ def summed(part_sums: np.ndarray) -> np.ndarray:
     return total
 
 
+# the parts' wrapper of a `kernel(a, b, c, s, e)` over three arrays, to end its source
+PARTS_OF_3 = """
+
+
+@_parts
+def kernel_parts(a, b, c, starts, stops, p0, p1):
+    for p in _nb.prange(p0, p1):
+        kernel(a, b, c, starts[p], stops[p])
+    return 0
+"""
+
+
 def run_parts(src: str, args, starts, stops, threads: int, on_native: bool | None = None,
               fn: str = "kernel_parts") -> int:
     """`src`'s function `fn` over the parts [starts[p], stops[p]) on up to `threads`
@@ -359,7 +378,7 @@ def compile_fusion(node):
         """The most parts an elementwise group is cut into."""
         if heavy:
             return L * R // heavy_part(on_native)
-        return L * R * moved // (NATIVE_CHEAP_BYTES if on_native else CHEAP_BYTES)
+        return L * R * moved // cheap_bytes(on_native)
 
     def split(threads: int, on_native: bool):
         """The parts' bounds on `threads` threads."""

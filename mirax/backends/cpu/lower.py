@@ -177,7 +177,7 @@ def lower(be, graph: Graph):
     call = ", ".join(["_pe.active", *args])
     body.insert(0, f"if _pe.active is not None:\n    return _traced({call})")
     if any(n.prim.name in threads.BLAS_USERS for n in graph.nodes):
-        # products run on the pool with one BLAS thread each; the caller's count comes back
+        # one BLAS thread but for big products (parallel.matmul); the caller's count comes back
         body = ["_b = _blas_enter()", "try:", *("    " + ln for line in body
                                                 for ln in line.splitlines()),
                 "finally:", "    _blas_exit(_b)"]

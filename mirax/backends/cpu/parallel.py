@@ -7,9 +7,9 @@ elements (rows of the leading axis, whole rows per part), the same at every thre
 - elementwise: each part computes its slice of the output; values are bitwise those of the
   whole-array call (a ufunc computes every element on its own).
 - reductions keeping axis 0: each part reduces its rows; bitwise equal as well.
-- matrix products: one part per thread (rows, columns or matrices of a stack), each one
-  BLAS call on one BLAS thread: the pool is the only set of threads, and BLAS never spins
-  threads of its own against it.
+- matrix products: whole on BLAS's own threads, as many as the product's size pays for
+  (knob cpu_gemm "blas", the default; threads.py says why), or one part per thread (rows,
+  columns or matrices of a stack), each one BLAS call on one BLAS thread ("pool").
 - reductions over axis 0 (and maybe others): each part's partial is reduced like the whole
   array, the partials combined in part order: equal to NumPy's call up to rounding (the
   summation is cut at the part boundaries), and the same at every thread count.
@@ -20,7 +20,8 @@ import math
 
 import numpy as np
 
-from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, n_threads, parts, pool
+from mirax.backends.cpu.threads import GEMM_FLOPS_PER_THREAD, blas, n_threads, parts, pool
+from mirax.core import config
 
 # Elements per part: a part should take ~50 us or more (waking a thread and the Python
 # around a part cost ~10-20 us): an exp or tanh on 64k floats does, an add needs 256k.
@@ -136,7 +137,8 @@ def _split(extent: int, t: int) -> list[tuple[int, int]]:
 
 def matmul(x, y):
     """x @ y (2-d) on up to n_threads() threads, each product of at least
-    GEMM_FLOPS_PER_THREAD: the output's columns (when it has no more rows than columns, or
+    GEMM_FLOPS_PER_THREAD: whole on that many BLAS threads (cpu_gemm "blas"), or (cpu_gemm
+    "pool") the output's columns (when it has no more rows than columns, or
     few rows) or rows split into one part per thread, each part one single-threaded BLAS
     call. Each output element is the same BLAS dot product as in the whole call (OpenBLAS
     blocks K alike for every M and N).
@@ -148,6 +150,8 @@ def matmul(x, y):
     m, k = x.shape
     n = y.shape[1]
     t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
+    if t > 1 and config.get("cpu_gemm") == "blas":
+        return blas.call(t, np.matmul, x, y)
     if t > 1 and m >= MIN_ROWS * t and (m > n or n < MIN_ROWS * t):
         ps = _split(m, t)
         out = np.empty((m, n), np.result_type(x, y))

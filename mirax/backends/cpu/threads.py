@@ -29,10 +29,20 @@ Thread count: `mx.config` knob cpu_threads (0: every core of this process's CPU 
 read at each call, so `config.override(cpu_threads=1)` holds for a block). Small ops stay on
 the calling thread: a kernel goes parallel only with at least two parts of work.
 GEMMs: inside a plan BLAS runs on one thread (`blas.enter`, the caller's count restored at
-the plan's end) and products are split over this pool (parallel.matmul), one part per
-thread. OpenBLAS's own threads spin while they wait: next to this pool, or on a machine
-shared with other processes, they fight for the cores (a 256x512x512 product measured
-74 ms on two busy cores against 0.9 ms on one thread).
+the plan's end), but for a product big enough for several threads (GEMM_FLOPS_PER_THREAD
+each: parallel.matmul), which runs whole on that many of BLAS's own threads (`blas.call`;
+knob cpu_gemm "blas", the default) or split over this pool, one single-threaded BLAS call
+a part ("pool"). Whole, BLAS's threads share the packed operands; each part of a split
+packs the operand it shares again. Measured with the knob as the only change (the suite's
+step times over JAX's, `MIRAX_CPU_GEMM=pool` against `blas`, `python benchmarks/suite.py
+--threads 0 --only W1,W3,W5`, two runs each on 2 cores): W1 0.82 / 0.64 -> 0.73 / 0.59,
+W3 1.18 / 1.16 -> 1.00 / 1.12, W5 1.02 / 1.13 -> 0.89 / 0.91; training epochs on 16
+cores (benchmarks/training.py's models, ms): MLP 158 -> 127, VAE 151 -> 107, ResNet 321
+-> 297, transformer 972 -> 844; W1's products on 16 cores 0.63-0.97 -> 0.39-0.47 ms.
+OpenBLAS's threads spin for a while after a call, which slows the nodes that follow
+(W5's gelu backward on 16 cores: 1.0 -> 2.2 ms in one profile), and on a machine whose
+cores are busy with other processes they wait on each other (a 256x512x512 product once
+measured 74 ms on two busy cores against 0.9 ms on one thread): "pool" is for those.
 """
 from __future__ import annotations
 
@@ -298,8 +308,17 @@ class Blas:
             self._set(n)
             self.current = n
 
+    def call(self, n: int, fn, *args):
+        """fn(*args) on `n` BLAS threads, the count before given back after."""
+        prev = self.current
+        self.set(n)
+        try:
+            return fn(*args)
+        finally:
+            self.set(prev)
+
     def enter(self):
-        """One BLAS thread from here (a plan's products split over the pool); returns the
+        """One BLAS thread from here (but for a plan's big products); returns the
         count to give back to `exit` (the user's own NumPy calls keep theirs)."""
         prev = self.current
         if prev != 1:
