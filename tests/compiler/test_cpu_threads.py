@@ -116,10 +116,10 @@ def loop_parts(monkeypatch):
     seen = []
     real = loops.run_parts
 
-    def spy(src, args, starts, stops, threads, on_native=None, fn="kernel_parts"):
+    def spy(src, args, starts, stops, count, on_native=None, fn="kernel_parts"):
         on = threads.native.ready() if on_native is None else on_native
-        seen.append((len(starts), threads, on))
-        return real(src, args, starts, stops, threads, on_native, fn)
+        seen.append((len(starts), count, on))
+        return real(src, args, starts, stops, count, on_native, fn)
     monkeypatch.setattr(loops, "run_parts", spy)
     return seen
 
@@ -321,9 +321,14 @@ def test_blocked_elementwise_parts_spread_evenly(knobs, splits):
     np.testing.assert_array_equal(got[0], _run(f, [x], 1, UNFUSED)[0])
 
 
-def test_scatter_and_outer_products(monkeypatch, splits):
+@pytest.mark.parametrize("native", [False, True], ids=["pool", "native"])
+def test_scatter_and_outer_products(native, knobs, monkeypatch, loop_parts):
+    """index_add and per-example outer products run as compiled loops in parts on either
+    engine, with the values of the reference (the same additions in index order; exact
+    products) at every thread count."""
     pytest.importorskip("numba")
-    monkeypatch.setattr(loops, "CHEAP_BYTES", 4096)   # index_add in parts on either engine
+    _engine(knobs, native)
+    monkeypatch.setattr(loops, "CHEAP_BYTES", 4096)   # several parts on either engine
     monkeypatch.setattr(loops, "NATIVE_CHEAP_BYTES", 4096)
     x = RNG.standard_normal((3000, 16)).astype(np.float32)
     idx = RNG.integers(0, 500, 3000).astype(np.int32)
@@ -335,7 +340,7 @@ def test_scatter_and_outer_products(monkeypatch, splits):
     dot = next(n for n in g.nodes if n.prim.name == "dot_general")
     assert dot.params["dimension_numbers"][1][0]   # batched outer products (k = 1)
     got = _same_at_every_thread_count(f, x, idx, a, b)
-    assert any(n > 1 for n in splits)
+    assert sum(parts == 3 and on == native for parts, _, on in loop_parts) >= 2
     want = np.zeros((500, 16), np.float32)
     np.add.at(want, idx, x)                 # the same additions in index order
     np.testing.assert_array_equal(got[0], want)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from mirax.backends.cpu import loops
-from mirax.backends.cpu.threads import n_threads, native, parts
+from mirax.backends.cpu.threads import n_threads
 
 # the dtypes numba copies and adds as NumPy does
 _TYPES = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128,
@@ -55,13 +55,6 @@ def kernel(x, idx, out, lo, hi):
 """ + loops.PARTS_OF_3
 
 
-def _even(extent: int, moved: int):
-    """Parts of [0, extent) spread evenly over the call's threads, as many as the memory
-    traffic `moved` (bytes) pays for (loops.cheap_bytes), for run_parts."""
-    t = max(1, min(n_threads(), extent, moved // loops.cheap_bytes(native.ready())))
-    return loops.bounds(parts(extent, -(-extent // t)))
-
-
 def _fast(x, idx) -> bool:
     return (x.ndim >= 2 and x.size > 0 and x.dtype in _TYPES and idx.ndim == 1 and
             idx.dtype.kind in "iu" and loops.available())
@@ -76,7 +69,7 @@ def index_select(x, idx):
     if len(idx):
         loops.run_parts(INDEX_SELECT_ROWS, (np.ascontiguousarray(x).reshape(-1, row),
                                             np.ascontiguousarray(idx), out),
-                        *_even(len(idx), 2 * out.nbytes), n_threads())
+                        *loops.even_bounds(len(idx), 2 * out.nbytes), n_threads())
     return out.reshape((len(idx),) + x.shape[1:])
 
 
@@ -88,5 +81,5 @@ def index_add(x, idx, num_rows: int):
     out = np.zeros((num_rows, row), x.dtype)
     loops.run_parts(INDEX_ADD_ROWS, (np.ascontiguousarray(x).reshape(-1, row),
                                      np.ascontiguousarray(idx), out),
-                    *_even(num_rows, 2 * x.nbytes), n_threads())
+                    *loops.even_bounds(num_rows, 2 * x.nbytes), n_threads())
     return out.reshape((num_rows,) + x.shape[1:])

@@ -4,7 +4,10 @@ Two kinds, both computing what the reference impl computes:
 - `specialize(node)`: a kernel built for one graph node at lowering time, when the static
   shapes let it skip per-call work (dot_general: the transposes, reshapes and sizes are
   worked out once; the BLAS calls are the reference impl's, so results are bitwise equal;
-  a contraction of size 1 is an outer product, one einsum, also exact; fusion: the
+  a contraction of size 1 is an outer product, exact: stacks of them (per-example
+  gradients) a compiled loop over the examples, in parts (W2 of benchmarks/suite.py,
+  128 products of 64 x 128: 0.31 ms as one einsum, 0.13 on one thread; on the pool's
+  threads without numba), else one einsum; fusion: the
   compiled or cache-blocked loops; 2-d convolutions: im2col in cache-sized blocks by a
   compiled loop and a product per block, equal up to the products' rounding).
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_select gathers rows and
@@ -68,6 +71,19 @@ def impl_of(prim) -> Callable:
 
 
 # --- dot_general, specialized per node ---------------------------------------------------
+# outer products of examples b in [s, e): out[b] = x[b] y[b]^T (one multiply an element)
+_OUTER = """
+def kernel(x, y, out, s, e):
+    for b in range(s, e):
+        xb, yb, ob = x[b], y[b], out[b]
+        for i in range(xb.size):
+            xi, oi = xb[i], ob[i]
+            for j in range(yb.size):
+                oi[j] = xi * yb[j]
+    return 0
+""" + loops.PARTS_OF_3
+
+
 def _dot_general(node):
     (lc, rc), (lb, rb) = node.params["dimension_numbers"]
     pref = node.params.get("preferred_element_type")
@@ -84,7 +100,7 @@ def _dot_general(node):
     out_shape = tuple(node.outputs[0].aval.shape)
     ta = None if pa == tuple(range(len(pa))) else pa
     tb = None if pb == tuple(range(len(pb))) else pb
-    if k == 1:  # outer products (per-example weight grads): one einsum, no BLAS calls
+    if k == 1:  # outer products (per-example weight grads): exact products, no BLAS calls
         sa, sb = (b, m) if lb else (m,), (b, n) if lb else (n,)
         subs = "bi,bj->bij" if lb else "i,j->ij"
         ps = parts(b, max(1, parallel.GRAIN_CHEAP // (m * n))) if lb else []
@@ -92,11 +108,18 @@ def _dot_general(node):
         def outer(x, y):
             x = (x if ta is None else x.transpose(ta)).reshape(sa)
             y = (y if tb is None else y.transpose(tb)).reshape(sb)
-            if len(ps) < 2:
+            if lb and loops.available():   # stacks of examples as compiled loops
+                out = np.empty((b, m, n), dt)
+                loops.run_parts(_OUTER, (np.ascontiguousarray(x), np.ascontiguousarray(y),
+                                         out), *loops.even_bounds(b, out.nbytes),
+                                n_threads())
+            elif len(ps) < 2:
                 return np.einsum(subs, x, y).reshape(out_shape)
-            out = np.empty((b, m, n), dt)   # stacks of examples on the pool (exact products)
-            pool.map(lambda i: np.einsum(subs, x[ps[i][0]:ps[i][1]], y[ps[i][0]:ps[i][1]],
-                                         out=out[ps[i][0]:ps[i][1]]), len(ps))
+            else:                            # ... or einsums on the pool
+                out = np.empty((b, m, n), dt)
+                pool.map(lambda i: np.einsum(subs, x[ps[i][0]:ps[i][1]],
+                                             y[ps[i][0]:ps[i][1]], out=out[ps[i][0]:ps[i][1]]),
+                         len(ps))
             return out.reshape(out_shape)
         return outer
     # products on as many threads as their size pays for (parallel.matmul)

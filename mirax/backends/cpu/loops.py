@@ -301,6 +301,13 @@ def bounds(ps) -> tuple[np.ndarray, np.ndarray]:
             np.fromiter((e for _, e in ps), np.int64, len(ps)))
 
 
+def even_bounds(extent: int, moved: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds of [0, extent) in parts spread evenly over the call's threads, as many
+    as the memory traffic `moved` (bytes) pays for (cheap_bytes), for run_parts."""
+    t = max(1, min(n_threads(), extent, moved // cheap_bytes(native.ready())))
+    return bounds(parts(extent, -(-extent // t)))
+
+
 def summed(part_sums: np.ndarray) -> np.ndarray:
     """The parts' sums (rows of `part_sums`) added in part order: the same values at
     every thread count."""
