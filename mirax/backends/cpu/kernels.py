@@ -147,29 +147,49 @@ def _dot_general(node):
 # Rows r0.. of cols, one per (a, u0, u1); each row holds x[a, h, w, :] for every (v0, v1) at
 # (h, w) = u * su + v * sv - lo on the input grid dilated by ld (0 outside it, or between
 # its dilated entries). x is channels-last and contiguous: each (v0, v1) copies one run of z.
+# Without a dilated input (ld = 1) no division is left in the loop, and the rows' (a, u)
+# are counted up (the columns of benchmarks/training.py's ResNet, 16x16x16x16 by 3x3: 0.31
+# -> 0.14 ms on one core; its jitted forward conv on 2 cores 0.59-0.70 -> 0.50 ms).
 _IM2COL = """
 def kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld0, ld1):
     h_n, w_n, z_n = x.shape[1], x.shape[2], x.shape[3]
+    plain = ld0 == 1 and ld1 == 1   # no dilated input: no divisions
+    q = r0
+    a, u = q // (u0_n * u1_n), q % (u0_n * u1_n)
+    u0, u1 = u // u1_n, u % u1_n
     for r in range(cols.shape[0]):
-        q = r0 + r
-        a, u = q // (u0_n * u1_n), q % (u0_n * u1_n)
-        u0, u1 = u // u1_n, u % u1_n
         row = cols[r]
         for v0 in range(v0_n):
             p0 = u0 * su0 + v0 * sv0 - lo0
-            h = p0 // ld0
-            inside = p0 >= 0 and p0 % ld0 == 0 and h < h_n
+            if plain:
+                h = p0
+                inside = p0 >= 0 and h < h_n
+            else:
+                h = p0 // ld0
+                inside = p0 >= 0 and p0 % ld0 == 0 and h < h_n
             for v1 in range(v1_n):
                 o = (v0 * v1_n + v1) * z_n
                 p1 = u1 * su1 + v1 * sv1 - lo1
-                w = p1 // ld1
-                if inside and p1 >= 0 and p1 % ld1 == 0 and w < w_n:
+                if plain:
+                    w = p1
+                    hit = inside and p1 >= 0 and w < w_n
+                else:
+                    w = p1 // ld1
+                    hit = inside and p1 >= 0 and p1 % ld1 == 0 and w < w_n
+                if hit:
                     src = x[a, h, w]
                     for z in range(z_n):
                         row[o + z] = src[z]
                 else:
                     for z in range(z_n):
                         row[o + z] = 0
+        u1 += 1   # the next row's (a, u0, u1)
+        if u1 == u1_n:
+            u1 = 0
+            u0 += 1
+            if u0 == u0_n:
+                u0 = 0
+                a += 1
 """
 CONV_BLOCK = 1 << 19   # bytes of columns a block (L2-sized: copied, then multiplied in cache)
 CONV_PARTIALS = 1 << 26   # bytes of a weight gradient's per-block products, at most
