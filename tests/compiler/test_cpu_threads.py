@@ -70,6 +70,35 @@ def test_big_elementwise_ops_are_split_and_bitwise_equal():
     np.testing.assert_array_equal(got[2], np.tanh(y) > x)
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["pool", "native"])
+def test_big_single_ops_as_compiled_loops(native, knobs, tmp_path, monkeypatch):
+    """A big unfused arithmetic op runs as a compiled loop of one op where its parts go to
+    native threads (else on the pool as NumPy calls), bitwise NumPy's values; NumPy's
+    transcendental functions are never replaced."""
+    pytest.importorskip("numba")
+    knobs(numba=True, cache_dir=str(tmp_path))
+    _engine(knobs, native)
+    x = RNG.standard_normal((20000, 64)).astype(np.float32)
+    a = RNG.standard_normal((20000, 1)).astype(np.float32)
+    idx = RNG.integers(0, 900, 20000).astype(np.int32)
+    y = RNG.standard_normal((30000, 64)).astype(np.float32)
+    f = lambda x, a, idx, y: [mx.nn.index_add(x * a, idx, 900), mnp.exp(y)]
+    g = optimize(mx.make_graph(f)(x, a, idx, y), cpu_backend)
+    assert [n.prim.name for n in g.nodes if n.prim.name in ("mul", "exp", "fusion")] == \
+        ["mul", "exp"]   # nothing to fuse with
+    assert loops.compile_single(next(n for n in g.nodes if n.prim.name == "exp")) is None
+    made = []
+    real = loops.compile_single
+    monkeypatch.setattr(loops, "compile_single", lambda node: (
+        lambda k: made.append((node.prim.name, k is not None)) or k)(real(node)))
+    got = _same_at_every_thread_count(f, x, a, idx, y)
+    assert ("mul", native) in made and ("exp", False) in made
+    want = np.zeros((900, 64), np.float32)
+    np.add.at(want, idx, x * a)
+    np.testing.assert_array_equal(got[0], want)
+    np.testing.assert_array_equal(got[1], np.exp(y))
+
+
 def test_small_ops_stay_on_one_thread():
     g = mx.make_graph(lambda x: [mnp.exp(x), mnp.sum(x, axis=0)])(
         np.ones((64, 64), np.float32))

@@ -49,6 +49,8 @@ from mirax.backends.cpu.threads import n_threads, native, parts, pool
 from mirax.core import config
 from mirax.compiler.pipeline import debug_level
 from mirax.backends.cpu import blocked
+from mirax.graph.graph import Graph, Node
+from mirax.ops.call import fusion_p
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _BOOL = np.dtype(np.bool_)
@@ -142,12 +144,12 @@ def _expr(node, args) -> str | None:
     return None
 
 
-def eligible(members) -> bool:
+def eligible(members, min_ops: int = MIN_OPS) -> bool:
     """Whether the group runs as a compiled loop (numba present, every op taken, only
     leading-axis reductions, big enough)."""
     if not available() or math.prod(blocked.group_shape(members)) < MIN_SIZE:
         return False
-    if sum(n.prim.name not in blocked.REDUCE for n in members) < MIN_OPS:
+    if sum(n.prim.name not in blocked.REDUCE for n in members) < min_ops:
         return False
     for n in members:
         if n.prim.name in blocked.REDUCE:
@@ -346,6 +348,27 @@ def run_parts(src: str, args, starts, stops, threads: int, on_native: bool | Non
         return kernel(*args, starts, stops, 0, n)
     runs = parts(n, -(-n // t))
     return sum(pool.map(lambda i: kernel(*args, starts, stops, *runs[i]), len(runs)))
+
+
+def compile_single(node):
+    """A kernel for one big elementwise node (not fused: no neighbour to fuse with) as a
+    compiled loop of one op, or None. Arithmetic, comparisons, select and converts only
+    (IEEE ops: NumPy's values bit for bit; NumPy's transcendental functions stay), and
+    only where its parts run on native threads: in one call, where the pool's NumPy call a part (parallel.elementwise) takes the GIL twice a
+    part and the parts queue for it on many cores (W6 at 16 cores: a [100000, 64] by
+    [100000, 1] multiply 2.8 ms on the pool)."""
+    out = node.outputs[0].aval
+    moved = math.prod(out.shape) * sum(np.dtype(v.aval.dtype).itemsize
+                                       for v in (*node.inputs, *node.outputs))
+    if not native.ready() or len(node.outputs) != 1 or moved < 2 * NATIVE_CHEAP_BYTES or \
+            node.prim.name in _F32_OPS or len(set(node.inputs)) != len(node.inputs) or \
+            not eligible([node], min_ops=1):
+        return None
+    sub = Graph(node.prim.name)
+    sub.inputs, sub.nodes, sub.outputs = list(node.inputs), [node], list(node.outputs)
+    run = compile_fusion(Node(fusion_p, sub.inputs, {"graph": sub, "name": node.prim.name},
+                              sub.outputs, node.source))
+    return lambda *xs: run(*xs)[0]
 
 
 def compile_fusion(node):

@@ -22,7 +22,7 @@ import numpy as np
 from mirax.backends.cpu import collectives, kernels
 from mirax.graph.graph import Graph
 from mirax.compiler.pipeline import debug_level
-from mirax.backends.cpu import parallel, threads
+from mirax.backends.cpu import loops, parallel, threads
 from mirax.core import profile_events
 
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
@@ -131,6 +131,9 @@ def lower(be, graph: Graph):
             k = f"_k{i}"
             env[k] = fn
             ins = [name(v) for v in graph.nodes[m].inputs]
+        elif u is not None and (pk := loops.compile_single(node)) is not None:
+            k = f"_p{i}"    # big: a compiled loop on native threads
+            env[k] = pk
         elif u is not None and (pk := parallel.elementwise(u, node)) is not None:
             k = f"_p{i}"    # big: split over the thread pool
             env[k] = pk
