@@ -354,9 +354,10 @@ def compile_single(node):
     """A kernel for one big elementwise node (not fused: no neighbour to fuse with) as a
     compiled loop of one op, or None. Arithmetic, comparisons, select and converts only
     (IEEE ops: NumPy's values bit for bit; NumPy's transcendental functions stay), and
-    only where its parts run on native threads: in one call, where the pool's NumPy call a part (parallel.elementwise) takes the GIL twice a
-    part and the parts queue for it on many cores (W6 at 16 cores: a [100000, 64] by
-    [100000, 1] multiply 2.8 ms on the pool)."""
+    only where its parts run on native threads: in one call, where the pool's NumPy call
+    a part (parallel.elementwise) takes the GIL twice a part and the parts queue for it
+    on many cores (W6 at 16 cores: a [100000, 64] by [100000, 1] multiply 2.8 ms on the
+    pool)."""
     out = node.outputs[0].aval
     moved = math.prod(out.shape) * sum(np.dtype(v.aval.dtype).itemsize
                                        for v in (*node.inputs, *node.outputs))

@@ -2,9 +2,10 @@
 
 lower.py asks `elementwise(u, node)` (after loops.compile_single, which takes big
 arithmetic ops where numba's native threads are ready) / `reduction(node)` for a kernel
-when a node's value is big (MIN_SIZE elements or more) and its dtypes are plain floats; None leaves the node to
-the one-thread NumPy call. The split is threads.py's: parts of GRAIN (GRAIN_CHEAP)
-elements (rows of the leading axis, whole rows per part), the same at every thread count.
+when a node's value is big (MIN_SIZE elements or more) and its dtypes are plain floats;
+None leaves the node to the one-thread NumPy call. The split is threads.py's: parts of
+GRAIN (GRAIN_CHEAP) elements (rows of the leading axis, whole rows per part), the same at
+every thread count.
 - elementwise: each part computes its slice of the output; values are bitwise those of the
   whole-array call (a ufunc computes every element on its own).
 - reductions keeping axis 0: each part reduces its rows; bitwise equal as well.
