@@ -2,7 +2,7 @@
 in one run.
 
     python benchmarks/suite.py [--rounds 5] [--only W1,W4] [--torch-compile] [--no-eager]
-                               [--threads N] [--profile]
+                               [--no-torch] [--threads N] [--profile]
 
 --profile times nothing: it prints each mirax jit case's top plan nodes (mx.profiler).
 --threads N runs every framework on N cores (0: all the process may use; default 1: one
@@ -64,7 +64,9 @@ try:
     jax.config.update("jax_enable_x64", False)
 except ImportError:  # the suite needs JAX as its reference
     jax = jnp = None
-try:
+try:   # (--no-torch: not even imported; its OpenMP threads spin after each call)
+    if "--no-torch" in sys.argv[1:]:
+        raise ImportError
     import torch
     torch_threads(THREADS)
 except ImportError:
@@ -850,6 +852,10 @@ def main(argv=None):
     ap.add_argument("--only", type=lambda s: s.split(","), default=None)
     ap.add_argument("--torch-compile", action="store_true")
     ap.add_argument("--no-eager", dest="eager", action="store_false")
+    ap.add_argument("--no-torch", action="store_true",
+                    help="leave PyTorch out of the process: after each of its calls its "
+                         "OpenMP threads spin for a while and take the cores from the "
+                         "threads of mirax (and JAX) that run next")
     ap.add_argument("--threads", type=int, default=1,
                     help="cores for every framework (0: all; read before the imports)")
     ap.add_argument("--scaling", action="store_true", help="only rebuild scaling.md")

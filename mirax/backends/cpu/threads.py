@@ -40,9 +40,10 @@ W3 1.18 / 1.16 -> 1.00 / 1.12, W5 1.02 / 1.13 -> 0.89 / 0.91; training epochs on
 cores (benchmarks/training.py's models, ms): MLP 158 -> 127, VAE 151 -> 107, ResNet 321
 -> 297, transformer 972 -> 844; W1's products on 16 cores 0.63-0.97 -> 0.39-0.47 ms.
 OpenBLAS's threads spin for a while after a call, which slows the nodes that follow
-(W5's gelu backward on 16 cores: 1.0 -> 2.2 ms in one profile), and on a machine whose
-cores are busy with other processes they wait on each other (a 256x512x512 product once
-measured 74 ms on two busy cores against 0.9 ms on one thread): "pool" is for those.
+(W5's gelu backward on 16 cores: under 1.1 -> 2.2 ms in one pair of profiles), and on a
+machine whose cores are busy with other processes they wait on each other (a 256x512x512
+product once measured 74 ms on two busy cores against 0.9 ms on one thread): "pool" is
+for those.
 """
 from __future__ import annotations
 
