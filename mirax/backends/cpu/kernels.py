@@ -5,15 +5,15 @@ Two kinds, both computing what the reference impl computes:
   shapes let it skip per-call work (dot_general: the transposes, reshapes and sizes are
   worked out once; the BLAS calls are the reference impl's, so results are bitwise equal;
   a contraction of size 1 is an outer product, exact: stacks of them (per-example
-  gradients) a compiled loop over the examples, in parts (W2 of benchmarks/suite.py,
-  128 products of 64 x 128: 0.31 ms as one einsum, 0.13 on one thread; on the pool's
-  threads without numba), else one einsum; fusion: the
+  gradients) a compiled loop over the examples in parts (einsums on the pool without
+  numba; W2 of benchmarks/suite.py, 128 products of 64 x 128: 0.31 ms as one einsum,
+  0.13 as the loop on one thread), else one einsum; fusion: the
   compiled or cache-blocked loops; 2-d convolutions: im2col in cache-sized blocks by a
   compiled loop and a product per block, equal up to the products' rounding).
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_select gathers rows and
-  index_add scatters them with compiled loops where numba is present (gathers.py), index_add
-  else each block of rows into the flat output with one 1-d `np.add.at` (NumPy's fast
-  path); both accumulate in index order, bitwise equal to the reference. gelu (tanh
+  index_add scatters them with compiled loops where numba is present (gathers.py); without
+  numba index_add adds each block of rows into the flat output with one 1-d `np.add.at`
+  (NumPy's fast path); both accumulate in index order, bitwise equal to the reference. gelu (tanh
   form), silu and the backwards of gelu, silu and softplus run as one compiled loop per
   part in float32 where numba is present (vecmath.py's tanh and logistic: within a few
   ulp of NumPy's); gelu without numba in cache-sized blocks of NumPy calls with in-place
