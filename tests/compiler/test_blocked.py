@@ -9,7 +9,7 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.core import runtime
 cpu_backend = runtime.backend("cpu")
-from mirax.backends.cpu import blocked
+from mirax.backends.cpu import blocked, layout
 from mirax.compiler import optimize
 
 UNFUSED = types.SimpleNamespace(fuses=False, writes_into=cpu_backend.writes_into)
@@ -26,7 +26,7 @@ def small_blocks(monkeypatch):
     """Tiny chunks so that small arrays take several chunks and a ragged tail."""
     monkeypatch.setattr(blocked, "BLOCK", 64)
     monkeypatch.setattr(blocked, "MIN_SIZE", 16)
-    monkeypatch.setattr(blocked, "MAX_ROW", 256)
+    monkeypatch.setattr(layout, "MAX_ROW", 256)
 
 
 def _both(f, *args):

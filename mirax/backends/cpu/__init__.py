@@ -10,13 +10,13 @@ from mirax.core import config
 from mirax.core.runtime import Backend, Device
 from mirax.backends.cpu import collectives
 from mirax.backends.cpu.kernels import impl_of
-from mirax.backends.cpu.blocked import accepts
+from mirax.backends.cpu import blocked, loops, tape
 from mirax.backends.cpu.lower import lower, writes_into
 
 
 class CpuBackend(Backend):
     platform = "cpu"
-    fuses = True  # only groups that run faster cache-blocked (blocked.py, fuse_group)
+    fuses = True  # only groups that run faster fused (fuse_group)
     fuse_siblings = True  # independent chains over one shape share a blocked loop
     # this backend's own passes, run by the compiler's pipeline after `fuse`
     passes = (("hoist_collectives", collectives.hoist),)   # all-reduces overlap compute
@@ -54,7 +54,9 @@ class CpuBackend(Backend):
         return impl_of(prim)
 
     def fuse_group(self, members) -> bool:
-        return accepts(members)
+        """Groups that run fused faster than op by op: a compiled loop, the tape for few
+        elements, or cache-blocked chunks (lower.fusion runs them)."""
+        return loops.eligible(members) or tape.eligible(members) or blocked.accepts(members)
 
     def writes_into(self, node) -> bool:
         return writes_into(node)

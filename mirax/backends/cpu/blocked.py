@@ -8,11 +8,10 @@ XLA's loop fusion gets on the CPU. Per chunk each op still costs one ufunc call,
 backend claims a group (`accepts`) only where blocking wins: enough ops on enough
 elements.
 
-Layout: the group's elementwise values share one shape S. In flat mode (every outside
-input has shape S or a single element; reductions reduce everything) arrays are viewed
-1-d and chunked by elements; otherwise (row mode) they are chunked along axis 0, `rows`
-rows per chunk, and an outside input with S's leading dimension is sliced while any other
-(a bias row, a scalar) broadcasts whole, exactly as in the unchunked op.
+Layout (layout.py): in flat mode arrays are viewed 1-d and chunked by elements;
+otherwise (row mode) as (L, R), chunked along axis 0, BLOCK // R rows per chunk, an
+outside input with S's leading dimension sliced while any other (a bias row, a scalar)
+broadcasts whole, exactly as in the unchunked op.
 Reductions accumulate chunk partials (same ufunc, e.g. sums of chunk sums: equal to the
 unfused sum up to rounding); a reduction keeping axis 0 writes its rows directly.
 Elementwise values are bitwise those of the unfused plan.
@@ -28,9 +27,8 @@ import math
 import sys
 
 import numpy as np
-from mirax.backends.cpu import loops, tape
 from mirax.backends.cpu import kernels
-from mirax.backends.cpu import lower
+from mirax.backends.cpu.layout import REDUCE, externals, group_shape, layout
 from mirax.compiler.pipeline import debug_level
 
 from mirax.backends.cpu.threads import chain_threads, pool
@@ -39,10 +37,6 @@ BLOCK = 1 << 14      # elements per chunk (f32: 64 KiB per temporary; measured b
 PART = 1 << 16       # elements per part run by one thread (whole chunks)
 MIN_SIZE = 1 << 15   # claim only groups with at least this many elements ...
 MIN_OPS = 3          # ... and this many elementwise ops
-MAX_ROW = 4 * BLOCK  # row mode: rows longer than this would make chunks too big
-
-REDUCE = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum,
-          "reduce_prod": np.multiply}
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
@@ -54,95 +48,9 @@ def _dtype_ref(env: dict, dtype) -> str:
     return name
 
 
-def group_shape(members) -> tuple:
-    return tuple(members[0].outputs[0].aval.shape)
-
-
-def externals(members) -> list:
-    made = {o for n in members for o in n.outputs}
-    ins: dict = {}
-    for n in members:
-        for v in n.inputs:
-            if v not in made:
-                ins[v] = None
-    return list(ins)
-
-
-class Layout:
-    """How a group's arrays are chunked. Values of shape S are viewed as (L, R), L the
-    product of S[:k], R of S[k:], and chunked by `rows` rows; k == ndim is the flat
-    case (1-d chunks of `rows` elements). Each outside input is `full` (sliced), `lead`
-    (broadcast over the leading axes: passed whole, shape (R,)), `trail` (broadcast over
-    the trailing axes: sliced, shape (L, 1)) or `one` (a single value); a reduction
-    reduces `all` axes, the `lead` ones (accumulated) or the `trail` ones (rows written)."""
-
-    def __init__(self, shape, k, ins: dict, reds: dict):
-        self.shape, self.k = shape, k
-        self.L, self.R = math.prod(shape[:k]), math.prod(shape[k:])
-        self.flat = k == len(shape)
-        self.rows = BLOCK if self.flat else max(1, BLOCK // self.R)
-        self.ins, self.reds = ins, reds
-        self.n = self.L
-
-
-def _axes_kind(axes, nd, k):
-    axes = tuple(sorted(axes))
-    if axes == tuple(range(nd)):
-        return "all"
-    if axes == tuple(range(k)):
-        return "lead"
-    if axes == tuple(range(k, nd)):
-        return "trail"
-    return None
-
-
-def _in_kind(a, shape, k):
-    if a.size == 1:
-        return "one"
-    nd = len(shape)
-    if len(a.shape) > nd:
-        return None
-    al = (1,) * (nd - len(a.shape)) + tuple(a.shape)
-    lead, trail = al[:k], al[k:]
-    lead_full, trail_full = lead == shape[:k], trail == shape[k:]
-    lead_one, trail_one = all(d == 1 for d in lead), all(d == 1 for d in trail)
-    if lead_full and trail_full:
-        return "full"
-    if lead_one and trail_full:
-        return "lead"
-    if lead_full and trail_one:
-        return "trail"
-    return None
-
-
-def layout(members, ins) -> Layout | None:
-    """The flat layout when it fits, else the (L, R) split with the shortest rows that
-    every input and reduction fits; None when none does."""
-    shape = group_shape(members)
-    nd = len(shape)
-    reds = [n for n in members if n.prim.name in REDUCE]
-    for k in range(nd, 0, -1):
-        kinds = {v: _in_kind(v.aval, shape, k) for v in ins}
-        rk = {n.outputs[0]: _axes_kind(n.params["axes"], nd, k) for n in reds}
-        if k == nd and any(x not in ("full", "one") for x in kinds.values()):
-            continue
-        if None in kinds.values() or None in rk.values():
-            continue
-        if k == nd and any(x != "all" for x in rk.values()):
-            continue
-        lay = Layout(shape, k, kinds, rk)
-        if lay.R <= MAX_ROW and (lay.flat or lay.L > 1):
-            return lay
-    return None
-
-
 def accepts(members) -> bool:
-    """Whether the CPU runs this fusion group fused (else it stays unfused): as a compiled
-    loop where loops.py takes it, on the tape (tape.py) when it is small, else blocked,
-    with enough elements and ops and values passed between members (else nothing stays
-    in cache)."""
-    if loops.eligible(members) or tape.eligible(members):
-        return True
+    """Whether the group runs blocked: enough elements and ops and values passed between
+    members (else nothing stays in cache)."""
     shape = group_shape(members)
     if math.prod(shape) < MIN_SIZE:
         return False
@@ -182,7 +90,8 @@ def compile_fusion(node):
     sub = node.params["graph"]
     members, ins, outs = sub.nodes, list(sub.inputs), list(sub.outputs)
     lay = layout(members, ins)
-    shape, step, n = lay.shape, lay.rows, lay.n
+    shape, n = lay.shape, lay.L
+    step = BLOCK if lay.flat else max(1, BLOCK // lay.R)   # rows a chunk
     chunk = (step,) if lay.flat else (step, lay.R)
     full_view = "(-1)" if lay.flat else f"({lay.L}, {lay.R})"
     env: dict = {"_np": np}
@@ -266,7 +175,7 @@ def compile_fusion(node):
             dest = temp(o.aval.dtype)
         names[o] = dest
         chunk_of[o] = dest
-        u, _err = lower.ufunc_of(m.prim, m) if not m.params else (None, False)
+        u, _err = kernels.ufunc_of(m.prim, m) if not m.params else (None, False)
         if u is not None:
             env[f"_{u.__name__}"] = u
             loop.append(f"_{u.__name__}({', '.join(args)}, out={dest})")

@@ -36,7 +36,7 @@ import math
 from typing import Callable
 
 import numpy as np
-from mirax.backends.cpu import blocked, gathers, loops, norms, tape
+from mirax.backends.cpu import gathers, loops, norms
 from mirax.core.primitive import registry
 from mirax.ops.graph_ops import valid_rows
 from mirax.ops.nn import split_affine
@@ -68,6 +68,27 @@ def _native(name):
 def impl_of(prim) -> Callable:
     """The function the CPU runs for `prim` (a claimed kernel, else the reference)."""
     return NATIVE.get(prim.name, prim.impl)
+
+
+# --- primitives whose impl is a ufunc ----------------------------------------------------
+_FLOAT_UFUNCS = {"div": np.true_divide, "pow": np.power}
+
+
+def ufunc_of(prim, node=None):
+    """(ufunc, needs_errstate) when `prim`'s CPU impl is a ufunc, or wraps one only to
+    silence floating-point warnings (or, given the `node`, is one for its dtypes); else
+    (None, False)."""
+    impl = prim.impl
+    if isinstance(impl, np.ufunc):
+        return impl, False
+    u = getattr(impl, "ufunc", None)
+    if isinstance(u, np.ufunc):
+        return u, True
+    u = _FLOAT_UFUNCS.get(prim.name)
+    if u is not None and node is not None and len(node.outputs) == 1 and all(
+            np.dtype(v.aval.dtype).kind in "fc" for v in (*node.inputs, *node.outputs)):
+        return u, True
+    return None, False
 
 
 # --- dot_general, specialized per node ---------------------------------------------------
@@ -290,13 +311,7 @@ def _conv(node):
     return run_weight_grad
 
 
-def _fusion(node):
-    members = node.params["graph"].nodes
-    how = loops if loops.eligible(members) else tape if tape.eligible(members) else blocked
-    return how.compile_fusion(node)
-
-
-_SPECIALIZE = {"dot_general": _dot_general, "fusion": _fusion, "conv_general_dilated": _conv,
+_SPECIALIZE = {"dot_general": _dot_general, "conv_general_dilated": _conv,
                "reduce_sum": parallel.reduction,
                "reduce_max": parallel.reduction, "reduce_min": parallel.reduction}
 

@@ -15,7 +15,7 @@ decided by the ops in the group:
 - reductions only over the leading axes (bias gradients: `acc[j] += x[i, j]`, the order
   NumPy's axis-0 sum uses); row and full reductions stay with NumPy's pairwise sums.
 
-Layout is blocked.py's: values of shape S are viewed as (L, R) (flat groups as one row,
+Layout is layout.py's: values of shape S are viewed as (L, R) (flat groups as one row,
 (1, size), so that the inner loop is the long one), every outside input is `full`
 (indexed [i, j]), `lead` ([j]), `trail` ([i]) or `one` ([0]). The loop bounds are
 arguments, so one compiled kernel serves every shape with the same structure (Adam on
@@ -48,7 +48,7 @@ import numpy as np
 from mirax.backends.cpu.threads import n_threads, native, parts, pool
 from mirax.core import config
 from mirax.compiler.pipeline import debug_level
-from mirax.backends.cpu import blocked
+from mirax.backends.cpu.layout import REDUCE, externals, group_shape, layout
 from mirax.graph.graph import Graph, Node
 from mirax.ops.call import fusion_p
 
@@ -147,18 +147,18 @@ def _expr(node, args) -> str | None:
 def eligible(members, min_ops: int = MIN_OPS) -> bool:
     """Whether the group runs as a compiled loop (numba present, every op taken, only
     leading-axis reductions, big enough)."""
-    if not available() or math.prod(blocked.group_shape(members)) < MIN_SIZE:
+    if not available() or math.prod(group_shape(members)) < MIN_SIZE:
         return False
-    if sum(n.prim.name not in blocked.REDUCE for n in members) < min_ops:
+    if sum(n.prim.name not in REDUCE for n in members) < min_ops:
         return False
     for n in members:
-        if n.prim.name in blocked.REDUCE:
+        if n.prim.name in REDUCE:
             if n.prim.name != "reduce_sum" or \
                     np.dtype(n.inputs[0].aval.dtype) not in _FLOATS:
                 return False
         elif _expr(n, ["a", "b", "c"]) is None:
             return False
-    lay = blocked.layout(members, blocked.externals(members))
+    lay = layout(members, externals(members))
     return lay is not None and all(k == "lead" for k in lay.reds.values())
 
 
@@ -172,7 +172,7 @@ def source(members, ins, outs, lay) -> str:
     init, body = ["far = False"], []
     for k, m in enumerate(members):
         o = m.outputs[0]
-        if m.prim.name in blocked.REDUCE:
+        if m.prim.name in REDUCE:
             acc = f"o{out_pos[o]}"
             init.append(f"{acc}[:] = 0")
             body.append(f"{acc}[j] += {val[m.inputs[0]]}")
@@ -194,7 +194,7 @@ def source(members, ins, outs, lay) -> str:
     # slice, which numba types contiguous, as the kernel's other calls: the 2-d slice's
     # strided type kept LLVM from vectorizing the loop, 7x slower). Only the one called
     # is compiled.
-    red = {n.outputs[0] for n in members if n.prim.name in blocked.REDUCE}
+    red = {n.outputs[0] for n in members if n.prim.name in REDUCE}
     cuts = {"rows_parts": {"full": "{}[s:e]", "lead": "{}", "trail": "{}[s:e]", "one": "{}",
                            "sum": "{}[p]", "bounds": "e - s, R"},
             "cols_parts": {"full": "{}[0, s:e].reshape((1, e - s))", "lead": "{}[s:e]",
@@ -369,21 +369,22 @@ def compile_single(node):
     sub.inputs, sub.nodes, sub.outputs = list(node.inputs), [node], list(node.outputs)
     run = compile_fusion(Node(fusion_p, sub.inputs, {"graph": sub, "name": node.prim.name},
                               sub.outputs, node.source))
-    return lambda *xs: run(*xs)[0]
+    return None if run is None else (lambda *xs: run(*xs)[0])
 
 
 def compile_fusion(node):
-    """The kernel of one eligible fusion node: allocates the outputs and runs the loop."""
+    """The kernel of one eligible fusion node (allocates the outputs and runs the loop), or
+    None where numba fails to compile it."""
     sub = node.params["graph"]
     members, ins, outs = sub.nodes, list(sub.inputs), list(sub.outputs)
-    lay = blocked.layout(members, blocked.externals(members))
+    lay = layout(members, externals(members))
     src = source(members, ins, outs, lay)
     if debug_level() >= 3:
         print(f"# --- compiled CPU loop {node.params['name']} ---\n{src}", file=sys.stderr)
     L, R = (1, lay.L) if lay.flat else (lay.L, lay.R)   # flat: one row, the inner loop
     by_cols = L == 1   # split by columns
     fn = "cols_parts" if by_cols else "rows_parts"
-    red = {n.outputs[0] for n in members if n.prim.name in blocked.REDUCE}   # (R,) sums
+    red = {n.outputs[0] for n in members if n.prim.name in REDUCE}   # (R,) sums
     view = {"full": (L, R), "lead": (R,), "trail": (L,), "one": (1,)}
     in_shapes = [view[lay.ins[v]] for v in ins]
     out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
@@ -430,10 +431,10 @@ def compile_fusion(node):
                     for v, s in zip(ins, in_shapes)),
             *(np.empty((0,) * (len(s) + p), d) for (s, d, _), p in zip(out_specs, partial)),
             np.empty(0, np.int64), np.empty(0, np.int64), 0, 0)
-    except Exception as e:   # a numba failure is ours, not the user's: run it blocked
+    except Exception as e:   # a numba failure is ours, not the user's: run it otherwise
         print(f"[mirax] compiled loop {node.params['name']} failed ({type(e).__name__}); "
-              f"running it blocked", file=sys.stderr)
-        return blocked.compile_fusion(node)
+              f"running it as NumPy calls", file=sys.stderr)
+        return None
 
     def run(*bufs):
         xs = [np.ascontiguousarray(b).reshape(s) for b, s in zip(bufs, in_shapes)]

@@ -5,8 +5,9 @@ directly (`v3 = _add(v1, v2)`), writing into a dead input's buffer (`out=v1`) wh
 memory plan (compiler/memory.py) says it is safe; impls that only wrap a ufunc in
 `np.errstate` are called as raw ufuncs inside one errstate block for the whole function
 (one context switch per call instead of one per op); so are float div and pow, whose impls
-only branch on integer dtypes. Other nodes call a kernel built for the node
-(specialize: dot_general), else the backend's kernel or the reference impl with the
+only branch on integer dtypes. Other nodes call a kernel built for the node (fusion:
+a compiled loop, the tape or blocked chunks; specialize: dot_general, convolutions),
+else the backend's kernel or the reference impl with the
 params bound (`v5 = _k5(v4)`). A reduce_sum over trailing axes of a product used nowhere
 else runs as one einsum at the sum (mul_sum). Big intermediates are freed after
 their last use.
@@ -19,7 +20,8 @@ import sys
 
 import numpy as np
 
-from mirax.backends.cpu import collectives, kernels
+from mirax.backends.cpu import blocked, collectives, kernels, tape
+from mirax.backends.cpu.kernels import ufunc_of
 from mirax.graph.graph import Graph
 from mirax.compiler.pipeline import debug_level
 from mirax.backends.cpu import loops, parallel, threads
@@ -30,24 +32,15 @@ _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
 # Primitives whose impl checks the dtype first (integer semantics) but is a plain ufunc
 # (under the plan's errstate block) on floating-point outputs.
-_FLOAT_UFUNCS = {"div": np.true_divide, "pow": np.power}
-
-
-def ufunc_of(prim, node=None):
-    """(ufunc, needs_errstate) when `prim`'s CPU impl is a ufunc, or wraps one only to
-    silence floating-point warnings (or, given the `node`, is one for its dtypes); else
-    (None, False)."""
-    impl = prim.impl
-    if isinstance(impl, np.ufunc):
-        return impl, False
-    u = getattr(impl, "ufunc", None)
-    if isinstance(u, np.ufunc):
-        return u, True
-    u = _FLOAT_UFUNCS.get(prim.name)
-    if u is not None and node is not None and len(node.outputs) == 1 and all(
-            np.dtype(v.aval.dtype).kind in "fc" for v in (*node.inputs, *node.outputs)):
-        return u, True
-    return None, False
+def fusion(node):
+    """A fusion node's kernel: its compiled loop (loops.py) where numba takes the group,
+    the tape interpreter (tape.py) for few elements, else cache-blocked NumPy chunks
+    (blocked.py), which take every group the backend fuses (CpuBackend.fuse_group)."""
+    members = node.params["graph"].nodes
+    fn = loops.compile_fusion(node) if loops.eligible(members) else None
+    if fn is None and tape.eligible(members):
+        fn = tape.compile_fusion(node)
+    return fn if fn is not None else blocked.compile_fusion(node)
 
 
 def writes_into(node) -> bool:
@@ -146,7 +139,7 @@ def lower(be, graph: Graph):
                 ins.append(f"out={ins[reuse[i]]}")
         else:
             k = f"_k{i}"
-            fn = kernels.specialize(node)
+            fn = fusion(node) if prim.name == "fusion" else kernels.specialize(node)
             if fn is None:
                 fn = be.impl(prim)   # raises for a primitive with no impl
                 fn = functools.partial(fn, **node.params) if node.params else fn
