@@ -71,6 +71,8 @@ def impl_of(prim) -> Callable:
 
 
 # --- primitives whose impl is a ufunc ----------------------------------------------------
+# Primitives whose impl checks the dtype first (integer semantics) but is a plain ufunc
+# (under the plan's errstate block) on floating-point outputs.
 _FLOAT_UFUNCS = {"div": np.true_divide, "pow": np.power}
 
 

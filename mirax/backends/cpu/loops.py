@@ -359,9 +359,11 @@ def compile_single(node):
     on many cores (W6 at 16 cores: a [100000, 64] by [100000, 1] multiply 2.8 ms on the
     pool)."""
     out = node.outputs[0].aval
+    # at least two parts on native threads, as compile_fusion would cut it (checked before
+    # compiling: most single ops are too small to take)
     moved = math.prod(out.shape) * sum(np.dtype(v.aval.dtype).itemsize
                                        for v in (*node.inputs, *node.outputs))
-    if not native.ready() or len(node.outputs) != 1 or moved < 2 * NATIVE_CHEAP_BYTES or \
+    if not native.ready() or len(node.outputs) != 1 or moved < 2 * cheap_bytes(True) or \
             node.prim.name in _F32_OPS or len(set(node.inputs)) != len(node.inputs) or \
             not eligible([node], min_ops=1):
         return None

@@ -7,10 +7,9 @@ memory plan (compiler/memory.py) says it is safe; impls that only wrap a ufunc i
 (one context switch per call instead of one per op); so are float div and pow, whose impls
 only branch on integer dtypes. Other nodes call a kernel built for the node (fusion:
 a compiled loop, the tape or blocked chunks; specialize: dot_general, convolutions),
-else the backend's kernel or the reference impl with the
-params bound (`v5 = _k5(v4)`). A reduce_sum over trailing axes of a product used nowhere
-else runs as one einsum at the sum (mul_sum). Big intermediates are freed after
-their last use.
+else the backend's kernel or the reference impl with the params bound (`v5 =
+_k5(v4)`). A reduce_sum over trailing axes of a product used nowhere else runs as one
+einsum at the sum (mul_sum). Big intermediates are freed after their last use.
 MIRAX_DEBUG=3 prints the source.
 """
 from __future__ import annotations
@@ -30,12 +29,10 @@ from mirax.core import profile_events
 _ERRSTATE = "_np.errstate(divide='ignore', invalid='ignore', over='ignore')"
 
 
-# Primitives whose impl checks the dtype first (integer semantics) but is a plain ufunc
-# (under the plan's errstate block) on floating-point outputs.
 def fusion(node):
     """A fusion node's kernel: its compiled loop (loops.py) where numba takes the group,
-    the tape interpreter (tape.py) for few elements, else cache-blocked NumPy chunks
-    (blocked.py), which take every group the backend fuses (CpuBackend.fuse_group)."""
+    the tape interpreter (tape.py) for few elements, else (and where numba fails to
+    compile the loop) cache-blocked NumPy chunks (blocked.py)."""
     members = node.params["graph"].nodes
     fn = loops.compile_fusion(node) if loops.eligible(members) else None
     if fn is None and tape.eligible(members):
