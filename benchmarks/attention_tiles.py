@@ -5,8 +5,11 @@ current sizes, q/k/v [B, T, H, D] causal (default [8, 1024, 16, 64]), bf16 and f
 
 Rows: fwd (NWF warps of 16 MTF query rows, BNF-key tiles; it writes the rows' logsumexp
 that the backward reads), dq (NWD warps, BND-key tiles) and dkdv (NWK warps, BMQ-query
-tiles), milliseconds a call (median of `--reps` batches of 10 calls); a variant that does
-not compile or launch is reported with its error. The sizes `tc_tiles` returns are marked with *.
+tiles); on an sm_90 device, for f16/bf16 and head dims that are multiples of 64, wg_fwd (the
+Hopper forward, `wg_tiles`: NWG warpgroups of 64 query rows, BNW-key tiles, registers
+bounded for MINB blocks a multiprocessor); milliseconds a call (median of `--reps` batches
+of 10 calls); a variant that does not compile or launch is reported with its error. The
+sizes `tc_tiles` and `wg_tiles` return are marked with *.
 
     PYTHONPATH=. python benchmarks/attention_tiles.py [--dtype bfloat16,float32]
         [--shape 8,1024,16,64] [--reps 5] [--json out.json]
@@ -28,6 +31,9 @@ VARIANTS = {  # kernel: the #defines it reads, and the values tried
                             (8, 1, 64), (8, 1, 128), (2, 2, 64)]),
     "dq": ("NWD BND", [(4, 64), (4, 32), (4, 128), (8, 64), (8, 32), (2, 64)]),
     "dkdv": ("NWK BMQ", [(4, 32), (4, 16), (4, 64), (8, 32), (8, 16), (2, 32), (2, 64)]),
+    # the Hopper forward (sm_90 only; f16/bf16, head dims multiples of 64)
+    "wg_fwd": ("NWG BNW MINB", [(1, 64, 4), (1, 64, 3), (2, 64, 2), (2, 128, 1), (2, 128, 2),
+                                (1, 128, 2)]),
 }
 
 
@@ -71,17 +77,23 @@ def main():
                                        attention._ptr(out["dv"]), np.uint64(0), *c.extra,
                                        *c.dims, c.scale)),
         }
+        calls["wg_fwd"] = ("mx_wg_fwd",) + calls["fwd"][1:]
+        wg_base = attention.wg_tiles(D, D)
         rows = {}
         for group, (names, values) in VARIANTS.items():
             kernels = (group,)
+            wg = group.startswith("wg")
+            if wg and not (dtype != "float32" and attention.hopper_forward(c)):
+                continue
             for val in values:
-                tiles = dict(base, **dict(zip(names.split(), val)))
+                tiles = dict(wg_base if wg else base, **dict(zip(names.split(), val)))
                 label = " ".join(f"{n}={x}" for n, x in zip(names.split(), val))
-                label += " *" if tiles == base else ""
-                orig = attention.tc_tiles
-                attention.tc_tiles = lambda d, dv, dt, t=tiles: dict(t, D=d, DV=dv)
+                label += " *" if tiles == (wg_base if wg else base) else ""
+                which = "wg_tiles" if wg else "tc_tiles"
+                orig = getattr(attention, which)
+                setattr(attention, which, lambda d, dv, *_, t=tiles: dict(t, D=d, DV=dv))
                 try:
-                    launch = attention._tc(c)
+                    launch = attention._wg(c) if wg else attention._tc(c)
                     for kern in kernels:
                         name, n, kargs = calls[kern]
                         rows.setdefault(kern, {})[label] = _time(
@@ -90,8 +102,10 @@ def main():
                     for kern in kernels:
                         rows.setdefault(kern, {})[label] = repr(e)[:200]
                 finally:
-                    attention.tc_tiles = orig
+                    setattr(attention, which, orig)
         results[dtype] = {"current": base, "ms": rows}
+        if "wg_fwd" in rows:
+            results[dtype]["current_wg"] = wg_base
         print(f"{dtype} {B}x{T}x{H}x{D} causal (ms a call):")
         for kern, r in rows.items():
             for label, ms in r.items():

@@ -226,6 +226,45 @@ def _compare(c, dtype, precision=None):
     return err
 
 
+HOPPER = cp.cuda.Device().compute_capability == "90"
+# the cases the Hopper forward takes (head dims multiples of 64), and one with a mask (a fully
+# masked row), a window and cross lengths that end mid-tile
+WG_CASES = [c for c in CASES + TILE_CASES
+            if c.values[0]["D"] % 64 == 0 and c.values[0]["Dv"] % 64 == 0] + [
+    _case("wg_mask_window_cross", B=1, T=130, S=97, H=2, D=64, mask="full", window=(30, 5))]
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma forward needs an sm_90 GPU")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("c", WG_CASES)
+def test_hopper_forward_matches_the_mma_sync_forward(c, dtype, knobs, monkeypatch):
+    """On an sm_90 device the f16/bf16 forward with head dims that are multiples of 64 runs
+    the wgmma kernel (seen by a spy) and agrees with the mma.sync kernel (cuda_attn_wgmma
+    off): the same 64-key tiles and online softmax, float32 accumulation, so the outputs
+    differ by at most rounding in the output type (2 ulps of the output's scale)."""
+    arrays, kw = _inputs(c, dtype)
+    if "mask" in kw:
+        kw["mask"] = mx.device_put(kw["mask"], "cuda")
+    dev = _to(arrays, "cuda")
+    calls = []
+    wg = attention._wg
+    monkeypatch.setattr(attention, "_wg", lambda call: calls.append(call) or wg(call))
+
+    def f(a):
+        return _f32(mx.nn.dot_product_attention(a["q"], a["k"], a["v"], bias=a.get("bias"),
+                                                **kw))
+    got = f(dev)
+    assert calls, "the wgmma forward did not run"
+    knobs(cuda_attn_wgmma=False)
+    n = len(calls)
+    want = f(dev)
+    assert len(calls) == n
+    ulp = float(np.finfo(np.float16).eps) if dtype == "float16" else 2.0 ** -7
+    scale = max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(got, want, rtol=0, atol=2 * ulp * scale)
+    assert not _attn_failures(), _attn_failures()
+
+
 def test_fully_masked_rows_zero_and_finite():
     rng = _rng("masked")
     q, k, v = (rng.standard_normal((1, 8, 2, 16)).astype(np.float32) for _ in range(3))

@@ -53,10 +53,15 @@ in the dispatch report and by reason in `fallbacks`): float64, head dims over 12
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import os
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 import cupy as cp
 import numpy as np
+from cupy_backends.cuda.libs import nvrtc
 
 from mirax.core import config
 from mirax.backends.cuda import attention_kernels as kernels
@@ -134,8 +139,54 @@ def module(kind: str, dtype, **defines):
     if mod is None:
         src = kernels.source(kind, _DTYPE_CODE[np.dtype(dtype)], **defines)
         _debug("attention", f"mx_attn ({kind})", src)
-        mod = _modules.setdefault(key, cp.RawModule(code=src, options=("-std=c++14",)))
+        mod = _modules.setdefault(key, _sm90a_module(src) if kind == "wg" else
+                                  cp.RawModule(code=src, options=("-std=c++14",)))
     return mod
+
+
+def _sm90a_module(src: str):
+    """A module built for sm_90a, the target of Hopper's own instructions (wgmma), which
+    RawModule's compiler does not name (it adds the device's plain sm_90): NVRTC straight to
+    a cubin, with the options RawModule gives the other families, kept in the cache
+    directory by the hash of source and compiler (a temporary one where that is not
+    writable), and loaded by RawModule."""
+    opts = ("-std=c++14", "-arch=sm_90a", "-ftz=true")
+    key = hashlib.sha256(repr((src, opts, nvrtc.getVersion())).encode()).hexdigest()[:20]
+    root = Path(config.get("cache_dir")) / "cuda"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        root = Path(tempfile.mkdtemp(prefix="mirax_cuda_"))
+    path = root / f"attn_wg_{key}.cubin"
+    if not path.exists():
+        prog = nvrtc.createProgram(src, "mx_attn_wg.cu", (), ())
+        try:
+            try:
+                nvrtc.compileProgram(prog, opts)
+            except nvrtc.NVRTCError as e:
+                raise RuntimeError(f"mx_attn (wg): {e}\n{nvrtc.getProgramLog(prog)}") from None
+            cubin = nvrtc.getCUBIN(prog)
+        finally:
+            nvrtc.destroyProgram(prog)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(cubin)
+        os.replace(tmp, path)
+    return cp.RawModule(path=str(path))
+
+
+_hopper: dict = {}  # device id -> compute capability 9.0?
+
+
+def hopper_forward(c) -> bool:
+    """Does the Hopper forward (wgmma) run this call: an sm_90 device, f16/bf16, head dims
+    multiples of 64 (config cuda_attn_wgmma turns it off)."""
+    if not (config.get("cuda_attn_wgmma") and c.dtype in LOW and c.D % 64 == 0
+            and c.DV % 64 == 0):
+        return False
+    dev = cp.cuda.Device()
+    if dev.id not in _hopper:
+        _hopper[dev.id] = dev.compute_capability == "90"
+    return _hopper[dev.id]
 
 
 def _ptr(x) -> np.uint64:
@@ -250,20 +301,9 @@ def tc_tiles(d: int, dv: int, dtype) -> dict:
             "NWK": 4, "BMQ": 16}
 
 
-def _tc(c):
-    t = tc_tiles(c.D, c.DV, c.dtype)
-    mod = module("tc", c.dtype, **t)
-    size = c.dtype.itemsize
-    ldk, ldv = c.D + t["PAD"], c.DV + t["PAD"]   # shared-memory row strides (elements)
-    bmf, bmd, bnk = 16 * t["MTF"] * t["NWF"], 16 * t["NWD"], 16 * t["NWK"]
-    bnf, bnd, bmq = t["BNF"], t["BND"], t["BMQ"]
-    # name: (threads, rows (queries or keys) a block, shared-memory bytes); two stages of
-    # each streamed tile
-    kernels = {"mx_tc_fwd": (32 * t["NWF"], bmf, size * (bmf * ldk + 2 * bnf * (ldk + ldv))),
-               "mx_tc_dq": (32 * t["NWD"], bmd, size * (bmd + 2 * bnd) * (ldk + ldv)),
-               "mx_tc_dkdv": (32 * t["NWK"], bnk,
-                              size * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)}
-
+def _launcher(c, mod, kernels):
+    """launch(name, rows, args) for a module's kernels: name -> (threads, rows (queries or
+    keys) a block, shared-memory bytes)."""
     def launch(name, n_rows, args):
         threads, rows, smem = kernels[name]
         fn = mod.get_function(name)
@@ -276,9 +316,49 @@ def _tc(c):
     return launch
 
 
+def _tc(c):
+    t = tc_tiles(c.D, c.DV, c.dtype)
+    size = c.dtype.itemsize
+    ldk, ldv = c.D + t["PAD"], c.DV + t["PAD"]   # shared-memory row strides (elements)
+    bmf, bmd, bnk = 16 * t["MTF"] * t["NWF"], 16 * t["NWD"], 16 * t["NWK"]
+    bnf, bnd, bmq = t["BNF"], t["BND"], t["BMQ"]
+    # two stages of each streamed tile
+    return _launcher(c, module("tc", c.dtype, **t), {
+        "mx_tc_fwd": (32 * t["NWF"], bmf, size * (bmf * ldk + 2 * bnf * (ldk + ldv))),
+        "mx_tc_dq": (32 * t["NWD"], bmd, size * (bmd + 2 * bnd) * (ldk + ldv)),
+        "mx_tc_dkdv": (32 * t["NWK"], bnk, size * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)})
+
+
+def wg_tiles(d: int, dv: int) -> dict:
+    """The Hopper forward's #defines: blocks of NWG warpgroups of 64 query rows over K/V
+    tiles of BNW keys, registers bounded for MINB blocks a multiprocessor (PAD: TC_COMMON's
+    strides, unused by these tiles). Chosen by timing variants on an H200 (causal bf16, ms;
+    the "tc" forward beside): [8,1024,16,64] 1 warpgroup of 64 keys, 4 blocks 0.083 (2
+    warpgroups 0.089, tiles of 128 keys 0.11-0.12; tc 0.101); [2,4096,16,64] 0.262 (2
+    warpgroups 0.256; tc 0.337); [2,4096,8,128] 2 warpgroups 0.211 (1: 0.247, 128 keys
+    0.231; tc 0.316). Tiles of 128 keys take 180-230 registers (one block a multiprocessor)
+    or spill. Issuing the next tile's Q K^T before this tile's softmax (FlashAttention-3's
+    overlap within a warpgroup, three K/V stages) measured slower at every size: 230
+    registers; and folding the scale into the exponent's FFMA did not pay."""
+    if max(d, dv) <= 64:
+        return {"D": d, "DV": dv, "PAD": 8, "NWG": 1, "BNW": 64, "MINB": 4}
+    return {"D": d, "DV": dv, "PAD": 8, "NWG": 2, "BNW": 64, "MINB": 2}
+
+
+def _wg(c):
+    t = wg_tiles(c.D, c.DV)
+    bm, bn = 64 * t["NWG"], t["BNW"]
+    # Q and two stages of K/V, swizzled, + 1 KB to align the first to 1024 bytes
+    smem = c.dtype.itemsize * (bm * c.D + 2 * bn * (c.D + c.DV)) + 1024
+    return _launcher(c, module("wg", c.dtype, **t), {"mx_wg_fwd": (128 * t["NWG"], bm, smem)})
+
+
 def _tc_forward(c, o, lse):
-    _tc(c)("mx_tc_fwd", c.T, (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse),
-                              *c.extra, *c.dims, c.scale))
+    args = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse), *c.extra, *c.dims, c.scale)
+    if hopper_forward(c):
+        _wg(c)("mx_wg_fwd", c.T, args)
+    else:
+        _tc(c)("mx_tc_fwd", c.T, args)
 
 
 def _tc_backward(c, do, lse, delta, dq, dk, dv, dbias):

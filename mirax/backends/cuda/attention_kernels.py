@@ -1,6 +1,6 @@
 """CUDA C sources of the fused attention kernels (attention.py compiles and launches them).
 
-Three families, each a source string (simt and tc in their own files) that `source(kind, ...)`
+Four families, each a source string (simt, tc and wg in their own files) that `source(kind, ...)`
 prefixes with #defines:
 - "simt": flash-attention-style kernels on CUDA cores, any dtype (fwd, dq, dk/dv);
   TPR threads share one query (or key) row.
@@ -9,6 +9,9 @@ prefixes with #defines:
   in the forward), tile sizes set by #defines (attention.tc_tiles); the streamed K/V (or
   Q/dO) tiles are double-buffered in shared memory by cp.async; P and dS go from the
   accumulator fragments straight into the next product's A operand (no shared memory).
+- "wg": the forward on Hopper (sm_90a) for f16/bf16 head dims that are multiples of 64:
+  the same flash forward with warpgroup MMAs (wgmma) reading swizzled shared-memory tiles
+  through descriptors (attention_wg.py; it shares TC's helpers).
 - "aux": delta = rowsum(dO * O) (16-byte loads for f16/bf16) and the row kernels of the
   cuBLAS path (masked softmax of a score matrix; dS = P * (dP - delta)).
 
@@ -19,7 +22,8 @@ No headers are included (NVRTC needs no include path); PTX is written inline.
 from __future__ import annotations
 
 from mirax.backends.cuda.attention_simt import SIMT
-from mirax.backends.cuda.attention_tc import TC
+from mirax.backends.cuda.attention_tc import TC, TC_COMMON
+from mirax.backends.cuda.attention_wg import WG, wgmma_ops
 
 PRELUDE = r"""
 #define INF __int_as_float(0x7f800000)
@@ -229,4 +233,9 @@ def source(kind: str, dtype_code: int, **defines) -> str:
     """The CUDA source of one kernel family: #defines (DTYPE and the family's tile sizes)
     + PRELUDE + the family's kernels."""
     head = [f"#define DTYPE {dtype_code}"] + [f"#define {k} {v}" for k, v in defines.items()]
-    return "\n".join(head) + "\n" + PRELUDE + _BODIES[kind]
+    if kind == "wg":  # the warpgroup products at the widths of its two accumulators
+        body = TC_COMMON + WG.replace("WGMMA_OPS", wgmma_ops(sorted(
+            {defines["BNW"], defines["DV"]})))
+    else:
+        body = _BODIES[kind]
+    return "\n".join(head) + "\n" + PRELUDE + body

@@ -1,9 +1,10 @@
 """CUDA C source of the "tc" attention kernels (flash attention on tensor cores for
 f16/bf16: mma.sync m16n8k16 with float32 accumulation; fwd (with the row logsumexp), dq,
 dk/dv; tiles streamed through two cp.async shared-memory stages). attention_kernels.py
-prefixes it with its #defines and PRELUDE."""
+prefixes it with its #defines and PRELUDE. TC_COMMON (fragments, cp.async tiles, the masked
+scores and the online softmax) is shared with the Hopper forward (attention_wg.py)."""
 
-TC = r"""
+TC_COMMON = r"""
 // Products go in k16 steps. 16-bit types: mma.sync m16n8k16, lane = 4 g + tq: A (16x16,
 // row-major) a0 (g, 2tq..+1), a1 (g+8, 2tq..), a2 (g, 2tq+8..), a3 (g+8, 2tq+8..); B (16x8)
 // b0 (k 2tq..+1, n g), b1 (k 2tq+8..+1, n g); C (16x8) c0 c1 (g, 2tq..+1), c2 c3 (g+8,
@@ -328,6 +329,9 @@ __device__ __forceinline__ void softmax_step(float (*s)[4], float* m, float* l,
   }
 }
 
+"""
+
+TC_KERNELS = r"""
 // Forward (the output and the row logsumexp) of the BMF query rows of block (b h, y).
 __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restrict__ k,
                                        const T* __restrict__ v, T* __restrict__ o,
@@ -650,3 +654,5 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   }
 }
 """
+
+TC = TC_COMMON + TC_KERNELS

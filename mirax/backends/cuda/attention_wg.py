@@ -1,0 +1,203 @@
+"""CUDA C source of the Hopper attention forward ("wg", sm_90a): flash attention whose two
+products are warpgroup MMAs (wgmma.mma_async m64nNk16, float32 accumulation) reading their
+shared-memory operands through matrix descriptors, for f16/bf16 with head dims that are
+multiples of 64. attention_kernels.py puts it after PRELUDE and TC_COMMON (attention_tc.py),
+whose masked scores, online softmax and fragment packing it shares: a wgmma accumulator holds,
+in each warp of the warpgroup, the same fragments as mma.sync's for that warp's 16 rows, and
+P goes from them into the second product's A registers unchanged.
+
+Shared-memory tiles are in the 128-byte swizzle the descriptors name: a W-wide tile of R rows
+is W / 64 column blocks, each R rows of 128 bytes, with 16-byte chunk c of row r stored at
+chunk c ^ (r % 8) (every block 1024-byte aligned). Q and K are read K-major (their rows run
+along the head dim); V is read MN-major (its rows run along the output's columns) with the
+instruction's B-transpose flag, so no tile is transposed in memory.
+
+`wgmma_ops(ns)` writes the inline-PTX wrappers for each accumulator width N in ns: the
+register lists are long (N / 2 floats a thread), so they are generated, not typed."""
+
+WG = r"""
+// The warpgroup products and their ordering. An async product reads its A registers and
+// writes its accumulators after the instruction issues: keep() ties those registers to the
+// point after wg_wait0, so the compiler neither reads them early nor reuses them meanwhile.
+#if DTYPE == 1
+#define WG_AB "f16.f16"
+#else
+#define WG_AB "bf16.bf16"
+#endif
+__device__ __forceinline__ void wg_fence() {
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait0() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+// Shared memory written by cp.async (the generic proxy) before the tensor cores read it.
+__device__ __forceinline__ void proxy_fence() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+template <int NJ>
+__device__ __forceinline__ void keep(float (*x)[4]) {
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) asm volatile("" : "+f"(x[j][i]) :: "memory");
+  }
+}
+template <int NK>
+__device__ __forceinline__ void keep_a(unsigned (*a)[4]) {
+#pragma unroll
+  for (int j = 0; j < NK; j++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) asm volatile("" : "+r"(a[j][i]) :: "memory");
+  }
+}
+// Matrix descriptor of a 128-byte-swizzled tile at p: 8-row groups 1024 bytes apart, lbo
+// bytes between 64-column blocks (read only MN-major).
+__device__ __forceinline__ unsigned long long sw_desc(const T* p, unsigned lbo) {
+  return (unsigned long long)((saddr(p) & 0x3FFFF) >> 4) |
+         ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) | (64ull << 32) | (1ull << 62);
+}
+template <int N> struct WG;
+WGMMA_OPS
+
+// Rows [row0, row0 + NR) of a W-wide operand (global row r at src + r * gs) into the
+// swizzled tile dst by cp.async, 16 bytes a thread (NTH threads); rows at or past n are zeros.
+template <int NR, int W, int NTH>
+__device__ __forceinline__ void load_sw(T* dst, const T* __restrict__ src, long long gs,
+                                        int row0, int n) {
+  constexpr int PER_ROW = W / 8, ALL = NR * PER_ROW;
+#pragma unroll
+  for (int j = 0; j < (ALL + NTH - 1) / NTH; j++) {
+    const int i = threadIdx.x + j * NTH;
+    if (ALL % NTH == 0 || i < ALL) {
+      const int r = i / PER_ROW, c = i - r * PER_ROW;
+      const bool ok = row0 + r < n;
+      cp16(dst + ((c >> 3) * NR + r) * 64 + (((c & 7) ^ (r & 7)) << 3),
+           src + (ok ? row0 + r : 0) * gs + c * 8, ok);
+    }
+  }
+}
+
+// Forward (the output and the row logsumexp) of the BMW = 64 NWG query rows of block
+// (b h, y): warpgroup w owns rows 64 w .. 64 w + 63 (each of its warps 16); K/V tiles of BNW
+// keys stream through two shared-memory stages. MINB blocks a multiprocessor bound the
+// registers (several blocks keep the tensor cores busy while one is in its softmax).
+#define BMW (64 * NWG)
+extern "C" __global__ void __launch_bounds__(128 * NWG, MINB)
+mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+          T* __restrict__ o, float* __restrict__ lse, EXTRA_PARAMS, int Tq, int S, int H,
+          float scale) {
+  EXTRA_INIT;
+  constexpr int NTH = 128 * NWG, NJ = BNW / 8, NO = DV / 8;
+  T* Qs = reinterpret_cast<T*>(smem + ((1024u - (saddr(smem) & 1023u)) & 1023u));
+  T* Kb = Qs + BMW * D;   // 2 stages of [BNW][D]
+  T* Vb = Kb + 2 * BNW * D;  // 2 stages of [BNW][DV]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const int wg = warp >> 2;
+  const int b = blockIdx.x / H, h = blockIdx.x - b * H;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * BMW;  // causal: the longest rows first
+  const int g0 = q0 + 64 * wg;                         // this warpgroup's first row
+  const int r0 = g0 + 16 * (warp & 3);                 // this warp's first row
+  const long long hb = (long long)b * H + h;
+  const T* kbase = k + ((long long)b * S * H + h) * D;
+  const T* vbase = v + ((long long)b * S * H + h) * DV;
+  int lo, hi;
+  key_range(e, q0, BMW, S, BNW, lo, hi);
+  load_sw<BMW, D, NTH>(Qs, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0, Tq);
+  cp_commit();
+  if (lo < hi) {
+    load_sw<BNW, D, NTH>(Kb, kbase, (long long)H * D, lo, S);
+    load_sw<BNW, DV, NTH>(Vb, vbase, (long long)H * DV, lo, S);
+  }
+  cp_commit();
+  float acc[NO][4];
+  float mr[2] = {-INF, -INF}, lr[2] = {0.f, 0.f};
+#pragma unroll
+  for (int j = 0; j < NO; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  int stage = 0;
+  for (int k0 = lo; k0 < hi; k0 += BNW, stage ^= 1) {
+    if (k0 + BNW < hi) {  // the next tile into the other stage (free since the last barrier)
+      load_sw<BNW, D, NTH>(Kb + (stage ^ 1) * BNW * D, kbase, (long long)H * D, k0 + BNW, S);
+      load_sw<BNW, DV, NTH>(Vb + (stage ^ 1) * BNW * DV, vbase, (long long)H * DV, k0 + BNW,
+                            S);
+    }
+    cp_commit();
+    cp_wait<1>();  // this tile (and, the first time, Q)
+    proxy_fence();
+    __syncthreads();
+    if (!((e.flags & 1) && k0 > g0 + 63)) {  // causal: keys after all the warpgroup's rows
+      const T* Ks = Kb + stage * BNW * D;
+      const T* Vs = Vb + stage * BNW * DV;
+      float s[NJ][4];
+#pragma unroll
+      for (int j = 0; j < NJ; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      wg_fence();
+#pragma unroll
+      for (int kb = 0; kb < D / 16; kb++)  // S = Q K^T, k16 steps of 32 bytes in a block
+        WG<BNW>::ss(s, sw_desc(Qs + (kb >> 2) * BMW * 64 + wg * 64 * 64 + (kb & 3) * 16, 16),
+                    sw_desc(Ks + (kb >> 2) * BNW * 64 + (kb & 3) * 16, 16), kb > 0);
+      wg_commit();
+      wg_wait0();
+      keep<NJ>(s);
+      scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+      softmax_step<NJ, NO>(s, mr, lr, acc);
+      unsigned pa[BNW / 16][4];
+#pragma unroll
+      for (int kb = 0; kb < BNW / 16; kb++) pack_a(pa[kb], s, kb);
+      keep<NO>(acc);
+      wg_fence();
+#pragma unroll
+      for (int kb = 0; kb < BNW / 16; kb++)  // O += P V: 16 keys (two 8-row groups) a step
+        WG<DV>::rs(acc, pa[kb], sw_desc(Vs + kb * 16 * 64, BNW * 128));
+      wg_commit();
+      wg_wait0();
+      keep<NO>(acc);
+      keep_a<BNW / 16>(pa);
+    }
+    __syncthreads();  // all reads of this stage done: the next iteration refills it
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float l = lr[r];
+    l += __shfl_xor_sync(FULL_MASK, l, 1);
+    l += __shfl_xor_sync(FULL_MASK, l, 2);
+    const int t = r0 + g + 8 * r;
+    if (t >= Tq) continue;
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    T* orow = o + (((long long)b * Tq + t) * H + h) * DV;
+#pragma unroll
+    for (int j = 0; j < NO; j++)
+      store2(orow, 8 * j + 2 * tq, acc[j][2 * r] * inv, acc[j][2 * r + 1] * inv);
+    if (tq == 0) lse[hb * Tq + t] = l > 0.f ? mr[r] * LN2 + logf(l) : INF;
+  }
+}
+"""
+
+
+def wgmma_ops(ns) -> str:
+    """WG<N>::ss (A and B from shared memory, both K-major) and WG<N>::rs (A from registers,
+    B MN-major): d (N / 8 fragments of 4 floats) += A B over one k16 step of a warpgroup's
+    64 rows; ss overwrites d when `acc` is 0. (The accumulate flag is a predicate operand,
+    set from a register.)"""
+    out = []
+    for n in ns:
+        m = n // 2  # accumulator registers a thread
+        d = ", ".join(f"%{i}" for i in range(m))
+        dc = ", ".join(f'"+f"(d[{i // 4}][{i % 4}])' for i in range(m))
+        op = f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." WG_AB'
+        out.append(
+            f"template <> struct WG<{n}> {{\n"
+            f"  static __device__ __forceinline__ void ss(float (*d)[4], unsigned long long a,"
+            f" unsigned long long b, int acc) {{\n"
+            f'    asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{m + 2}, 0; " {op} '
+            f'" {{{d}}}, %{m}, %{m + 1}, p, 1, 1, 0, 0; }}"\n'
+            f'                 : {dc}\n                 : "l"(a), "l"(b), "r"(acc));\n  }}\n'
+            f"  static __device__ __forceinline__ void rs(float (*d)[4], const unsigned* a,"
+            f" unsigned long long b) {{\n"
+            f'    asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{m + 5}, 0; " {op} '
+            f'" {{{d}}}, {{%{m}, %{m + 1}, %{m + 2}, %{m + 3}}}, %{m + 4}, p, 1, 1, 1; }}"\n'
+            f'                 : {dc}\n                 : "r"(a[0]), "r"(a[1]), "r"(a[2]),'
+            f' "r"(a[3]), "l"(b), "r"(1));\n  }}\n}};')
+    return "\n".join(out)
