@@ -133,12 +133,41 @@ def test_sin_and_cos_far_from_zero_fall_back_to_libm():
     assert abs(got[0][40, 100] - exact[40, 100]) <= 4e-7 * abs(exact[40, 100])
 
 
-def test_row_and_full_sums_stay_with_numpy():
+def test_long_row_and_full_sums_stay_with_numpy():
     x = RNG.normal(size=(128, 512)).astype(np.float32)
     for axis in (1, None):
         n, got, want = _plans(lambda x: mnp.sum((x * 2.0 + 1.0) * x, axis=axis), x)
         assert n == 0
         np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape,axis", [((3000, 64), 1), ((5000, 5), 1), ((900, 128), 1),
+                                        ((1000, 77), 1), ((40, 50, 24), 2),
+                                        ((30, 20, 6, 4), (2, 3))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_short_row_sums_run_as_loops_in_numpys_order(shape, axis, dtype):
+    """Row sums of at most 128 values fuse with their producers (a W6-like group: a
+    product written, another one's row sums, a broadcast column) and add in NumPy's
+    pairwise order: bitwise NumPy's sum of the products, for rows below 8, of multiples
+    of 8, with a remainder; a row of negative zeros sums to +0 as NumPy's. (The unfused
+    plan sums a product by einsum, whose order differs: within the sum's rounding.)"""
+    x, y = (RNG.normal(size=shape).astype(dtype) for _ in range(2))
+    x[0] = -0.0
+    y[0] = 1.0
+    col = RNG.normal(size=shape[:-1 if axis != (2, 3) else -2] + (1,) * (
+        1 if axis != (2, 3) else 2)).astype(dtype)
+
+    def f(x, y, col):
+        return x * col, mnp.sum(x * y, axis=axis)
+    n, got, want = _plans(f, x, y, col)
+    assert n == 1
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], np.sum(x * y, axis=axis))
+    assert got[1].dtype == dtype and not np.signbit(got[1].reshape(shape[0], -1)[0]).any()
+    # against the einsum of the unfused plan: each within n eps sum |x y| of the other
+    terms = np.prod([shape[a] for a in np.atleast_1d(axis)])
+    bound = terms * np.finfo(dtype).eps * np.sum(np.abs(x * y), axis=axis)
+    assert np.all(np.abs(got[1] - want[1]) <= 2 * bound)
 
 
 def test_off_switch_and_small_groups(knobs, monkeypatch):

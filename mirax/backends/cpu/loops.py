@@ -12,8 +12,11 @@ decided by the ops in the group:
   meets a sin / cos argument beyond vecmath.SIN_LIMIT runs again with libm's); the other
   transcendental functions, and float64 ones, are not: numba calls scalar libm for
   them, 3x (exp) to 60x (tanh) slower than NumPy's SIMD loops;
-- reductions only over the leading axes (bias gradients: `acc[j] += x[i, j]`, the order
-  NumPy's axis-0 sum uses); row and full reductions stay with NumPy's pairwise sums.
+- sums over the leading axes (bias gradients: `acc[j] += x[i, j]`, the order NumPy's
+  axis-0 sum uses) or over the trailing ones, rows of at most ROW_SUM_MAX values (a row's
+  values into a buffer, then NumPy's pairwise sum of them: 8 accumulators, the same
+  additions in the same order, `_row_sum`); full reductions and longer rows stay with
+  NumPy.
 
 Layout is layout.py's: values of shape S are viewed as (L, R) (flat groups as one row,
 (1, size), so that the inner loop is the long one), every outside input is `full`
@@ -144,9 +147,13 @@ def _expr(node, args) -> str | None:
     return None
 
 
+ROW_SUM_MAX = 128   # NumPy's pairwise sum adds a row of up to 128 values in one block
+
+
 def eligible(members, min_ops: int = MIN_OPS) -> bool:
-    """Whether the group runs as a compiled loop (numba present, every op taken, only
-    leading-axis reductions, big enough)."""
+    """Whether the group runs as a compiled loop (numba present, every op taken, sums over
+    the leading axes or over rows of at most ROW_SUM_MAX values, not both, none read in
+    the group; big enough)."""
     if not available() or math.prod(group_shape(members)) < MIN_SIZE:
         return False
     if sum(n.prim.name not in REDUCE for n in members) < min_ops:
@@ -159,21 +166,33 @@ def eligible(members, min_ops: int = MIN_OPS) -> bool:
         elif _expr(n, ["a", "b", "c"]) is None:
             return False
     lay = layout(members, externals(members))
-    return lay is not None and all(k == "lead" for k in lay.reds.values())
+    if lay is None or not lay.reds:
+        return lay is not None
+    read = {v for n in members for v in n.inputs}
+    kinds = set(lay.reds.values())
+    return not read & set(lay.reds) and (kinds == {"lead"} or (
+        kinds == {"trail"} and lay.R <= ROW_SUM_MAX))
 
 
 def source(members, ins, outs, lay) -> str:
     """The loop nest: `kernel(L, R, i0, ..., o0, ...)`; outside inputs are 2-d (L, R)
-    views or 1-d vectors, elementwise outputs (L, R), leading-axis sums (R,)."""
+    views or 1-d vectors, elementwise outputs (L, R), leading-axis sums (R,), row sums
+    (L,)."""
     name = {v: f"i{j}" for j, v in enumerate(ins)}
     load = {"full": "{}[i, j]", "lead": "{}[j]", "trail": "{}[i]", "one": "{}[0]"}
     val = {v: load[lay.ins[v]].format(name[v]) for v in ins}
     out_pos = {v: j for j, v in enumerate(outs)}
-    init, body = ["far = False"], []
+    init, body, after = ["far = False"], [], []   # after: each row's end
     for k, m in enumerate(members):
         o = m.outputs[0]
         if m.prim.name in REDUCE:
             acc = f"o{out_pos[o]}"
+            if lay.reds[o] == "trail":   # NumPy adds the pairwise sum to its identity, 0
+                init.append(f"t{k} = _np.empty(R, {acc}.dtype)")
+                body.append(f"t{k}[j] = {val[m.inputs[0]]}")
+                after.append(f"{acc}[i] = _row_sum(t{k}, R) + "
+                             f"_np.{np.dtype(o.aval.dtype).name}(0)")
+                continue
             init.append(f"{acc}[:] = 0")
             body.append(f"{acc}[j] += {val[m.inputs[0]]}")
             continue
@@ -188,13 +207,14 @@ def source(members, ins, outs, lay) -> str:
     arrays = [name[v] for v in ins] + [f"o{j}" for j in range(len(outs))]
     lines = [f"def kernel({', '.join(['L', 'R'] + arrays)}):", *("    " + ln for ln in init),
              "    for i in range(L):", "        for j in range(R):",
-             *("            " + ln for ln in body), "    return far"]
+             *("            " + ln for ln in body), *("        " + ln for ln in after),
+             "    return far"]
     # split into parts: rows s:e, leading-axis sums into row p of (parts, R) partial sums
     # (rows_parts); or, loops of one row, columns s:e (cols_parts; reshaped from a 1-d
     # slice, which numba types contiguous, as the kernel's other calls: the 2-d slice's
     # strided type kept LLVM from vectorizing the loop, 7x slower). Only the one called
     # is compiled.
-    red = {n.outputs[0] for n in members if n.prim.name in REDUCE}
+    red = {o for o, kind in lay.reds.items() if kind == "lead"}   # (row sums: as `trail`)
     cuts = {"rows_parts": {"full": "{}[s:e]", "lead": "{}", "trail": "{}[s:e]", "one": "{}",
                            "sum": "{}[p]", "bounds": "e - s, R"},
             "cols_parts": {"full": "{}[0, s:e].reshape((1, e - s))", "lead": "{}[s:e]",
@@ -202,7 +222,8 @@ def source(members, ins, outs, lay) -> str:
                            "bounds": "L, e - s"}}
     for fn, cut in cuts.items():
         part_args = [cut["bounds"]] + [cut[lay.ins[v]].format(name[v]) for v in ins] + \
-            [cut["sum" if o in red else "full"].format(f"o{j}") for j, o in enumerate(outs)]
+            [cut["sum" if o in red else lay.reds.get(o, "full")].format(f"o{j}")
+             for j, o in enumerate(outs)]
         lines += ["", "", "@_parts", f"def {fn}({', '.join(['L', 'R'] + arrays)}, "
                   "starts, stops, p0, p1):", "    far = 0",
                   "    for p in _nb.prange(p0, p1):", "        s = starts[p]",
@@ -224,6 +245,33 @@ from mirax.backends.cpu.vecmath import exp32 as _exp32, logistic32 as _logistic3
 
 
 _parts = _nb.njit(cache=__CACHE__, nogil=True, error_model="numpy", parallel=__PARALLEL__)
+
+
+@_nb.njit(inline="always")
+def _row_sum(t, n):
+    # NumPy's pairwise sum of t[:n] for 1 <= n <= 128: below 8 in order (NumPy starts from
+    # -0, which t[0] absorbs exactly), else eight accumulators over the multiples of 8,
+    # combined pairwise, then the rest in order
+    if n < 8:
+        res = t[0]
+        for k in range(1, n):
+            res += t[k]
+        return res
+    r0, r1, r2, r3, r4, r5, r6, r7 = t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]
+    m = n - n % 8
+    for k in range(8, m, 8):
+        r0 += t[k]
+        r1 += t[k + 1]
+        r2 += t[k + 2]
+        r3 += t[k + 3]
+        r4 += t[k + 4]
+        r5 += t[k + 5]
+        r6 += t[k + 6]
+        r7 += t[k + 7]
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    for k in range(m, n):
+        res += t[k]
+    return res
 
 
 @_nb.njit(inline="always")
@@ -386,11 +434,11 @@ def compile_fusion(node):
     L, R = (1, lay.L) if lay.flat else (lay.L, lay.R)   # flat: one row, the inner loop
     by_cols = L == 1   # split by columns
     fn = "cols_parts" if by_cols else "rows_parts"
-    red = {n.outputs[0] for n in members if n.prim.name in REDUCE}   # (R,) sums
+    red = {o for o, kind in lay.reds.items() if kind == "lead"}   # (R,) sums
     view = {"full": (L, R), "lead": (R,), "trail": (L,), "one": (1,)}
     in_shapes = [view[lay.ins[v]] for v in ins]
-    out_specs = [((R,) if o in red else (L, R), np.dtype(o.aval.dtype), tuple(o.aval.shape))
-                 for o in outs]
+    out_specs = [((R,) if o in red else view[lay.reds.get(o, "full")], np.dtype(o.aval.dtype),
+                  tuple(o.aval.shape)) for o in outs]
     partial = [o in red and not by_cols for o in outs]   # summed per part, then in order
     # Parts (rows, contiguous; one-row groups: columns). Leading-axis sums take parts of
     # a fixed size (the same at every thread count and either engine), summed per part
