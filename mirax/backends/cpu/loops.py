@@ -437,8 +437,8 @@ def compile_fusion(node):
     red = {o for o, kind in lay.reds.items() if kind == "lead"}   # (R,) sums
     view = {"full": (L, R), "lead": (R,), "trail": (L,), "one": (1,)}
     in_shapes = [view[lay.ins[v]] for v in ins]
-    out_specs = [((R,) if o in red else view[lay.reds.get(o, "full")], np.dtype(o.aval.dtype),
-                  tuple(o.aval.shape)) for o in outs]
+    out_specs = [(view[lay.reds.get(o, "full")], np.dtype(o.aval.dtype), tuple(o.aval.shape))
+                 for o in outs]
     partial = [o in red and not by_cols for o in outs]   # summed per part, then in order
     # Parts (rows, contiguous; one-row groups: columns). Leading-axis sums take parts of
     # a fixed size (the same at every thread count and either engine), summed per part
