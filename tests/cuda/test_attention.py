@@ -265,6 +265,29 @@ def test_hopper_forward_matches_the_mma_sync_forward(c, dtype, knobs, monkeypatc
     assert not _attn_failures(), _attn_failures()
 
 
+@pytest.mark.skipif(not HOPPER, reason="the wgmma forward needs an sm_90 GPU")
+def test_hopper_forward_that_does_not_build_falls_back(knobs, monkeypatch, capsys):
+    """Where NVRTC cannot build the sm_90a module, the forward says so once and runs the
+    mma.sync kernel from then on (the same values as with the Hopper kernel off)."""
+    def no_sm90a(src):
+        raise RuntimeError("mx_attn (wg): no sm_90a here\nthe compiler's log")
+    monkeypatch.setattr(attention, "_sm90a_module", no_sm90a)
+    monkeypatch.setattr(attention, "_modules", {})
+    monkeypatch.setattr(attention, "_hopper", {})
+    arrays, kw = _inputs(WG_CASES[0].values[0], "bfloat16")
+    dev = _to(arrays, "cuda")
+
+    def f():
+        return _f32(mx.nn.dot_product_attention(dev["q"], dev["k"], dev["v"],
+                                                bias=dev.get("bias"), **kw))
+    got = f()
+    assert "did not build (mx_attn (wg): no sm_90a here)" in capsys.readouterr().err
+    assert attention._hopper == {cp.cuda.Device().id: False}
+    knobs(cuda_attn_wgmma=False)
+    np.testing.assert_array_equal(got, f())
+    assert not _attn_failures(), _attn_failures()
+
+
 def test_fully_masked_rows_zero_and_finite():
     rng = _rng("masked")
     q, k, v = (rng.standard_normal((1, 8, 2, 16)).astype(np.float32) for _ in range(3))

@@ -61,6 +61,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -362,9 +363,17 @@ def _wg(c):
 def _tc_forward(c, o, lse):
     args = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse), *c.extra, *c.dims, c.scale)
     if hopper_forward(c):
-        _wg(c)("mx_wg_fwd", c.T, args)
-    else:
-        _tc(c)("mx_tc_fwd", c.T, args)
+        try:
+            launch = _wg(c)
+        except RuntimeError as e:   # an NVRTC without sm_90a: the mma.sync forward, from now
+            _hopper[cp.cuda.Device().id] = False
+            first = str(e).partition("\n")[0]
+            print(f"[mirax] the Hopper attention forward did not build ({first}); using the "
+                  "mma.sync one", file=sys.stderr)
+        else:
+            launch("mx_wg_fwd", c.T, args)
+            return
+    _tc(c)("mx_tc_fwd", c.T, args)
 
 
 def _tc_backward(c, do, lse, delta, dq, dk, dv, dbias):
