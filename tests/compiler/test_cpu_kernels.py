@@ -108,6 +108,32 @@ def test_index_rows_kernels(dtype, itype, native, knobs, monkeypatch):
     assert kernels.NATIVE["index_select"](x, idx[:0]).shape == (0, 3, 5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_index_add_of_rows_scaled_by_a_column(dtype):
+    """index_add(x * w[:, None]) with the product used nowhere else runs as one loop that
+    scales each row as it adds it (lower.py's pairs, kernels.mul_index_add): bitwise the
+    multiply and the index_add, either order of the factors, 3-d rows, indices outside the
+    rows dropped; with the product used again the two ops stay apart."""
+    pytest.importorskip("numba")
+    from mirax.backends.cpu.lower import _mul_pairs
+    from mirax.core import runtime
+    be = runtime.backend("cpu")
+    x = (RNG.normal(size=(900, 4, 8)) * 10).astype(dtype)
+    w = RNG.normal(size=(900, 1, 1)).astype(dtype)
+    idx = RNG.integers(-2, 302, 900).astype(np.int32)
+
+    def want(x, w):
+        return registry["index_add"].impl(x * w, idx, num_rows=300)
+    for f, pairs in ((lambda x, w: mx.nn.index_add(x * w, idx, 300), 1),
+                     (lambda x, w: mx.nn.index_add(w * x, idx, 300), 1),
+                     (lambda x, w: (mx.nn.index_add(x * w, idx, 300), x * w), 0)):
+        g = optimize(mx.make_graph(f)(x, w), be)
+        labels = [p[3] for p in _mul_pairs(g).values()]
+        assert labels.count("mul+index_add") == pairs, labels
+        got = mx.jit(f)(x, w)
+        np.testing.assert_array_equal(np.asarray(got[0] if pairs == 0 else got), want(x, w))
+
+
 @pytest.mark.parametrize("shape", [(3, 70001), (5,), ()])
 def test_gelu_kernels_match_reference(shape):
     x = (3 * RNG.normal(size=shape)).astype(np.float32)

@@ -82,7 +82,8 @@ def test_big_single_ops_as_compiled_loops(native, knobs, tmp_path, monkeypatch):
     a = RNG.standard_normal((20000, 1)).astype(np.float32)
     idx = RNG.integers(0, 900, 20000).astype(np.int32)
     y = RNG.standard_normal((30000, 64)).astype(np.float32)
-    f = lambda x, a, idx, y: [mx.nn.index_add(x * a, idx, 900), mnp.exp(y)]
+    # (the product read twice: an index_add reading it alone would scale its rows itself)
+    f = lambda x, a, idx, y: [mx.nn.index_add(x * a, idx, 900), x * a, mnp.exp(y)]
     g = optimize(mx.make_graph(f)(x, a, idx, y), cpu_backend)
     assert [n.prim.name for n in g.nodes if n.prim.name in ("mul", "exp", "fusion")] == \
         ["mul", "exp"]   # nothing to fuse with
@@ -96,7 +97,8 @@ def test_big_single_ops_as_compiled_loops(native, knobs, tmp_path, monkeypatch):
     want = np.zeros((900, 64), np.float32)
     np.add.at(want, idx, x * a)
     np.testing.assert_array_equal(got[0], want)
-    np.testing.assert_array_equal(got[1], np.exp(y))
+    np.testing.assert_array_equal(got[1], x * a)
+    np.testing.assert_array_equal(got[2], np.exp(y))
 
 
 def test_small_ops_stay_on_one_thread():

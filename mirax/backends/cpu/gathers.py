@@ -54,6 +54,26 @@ def kernel(x, idx, out, lo, hi):
     return 0
 """ + loops.PARTS_OF_3
 
+# the same, each row scaled by its own factor first (index_add of a product x * w[:, None]
+# whose only use is the index_add: the product never made)
+INDEX_ADD_SCALED_ROWS = """
+def kernel(x, w, idx, out, lo, hi):
+    for e in range(x.shape[0]):
+        r = idx[e]
+        if r >= lo and r < hi:
+            xe, o, we = x[e], out[r], w[e]
+            for c in range(o.size):
+                o[c] += xe[c] * we
+    return 0
+
+
+@_parts
+def kernel_parts(x, w, idx, out, starts, stops, p0, p1):
+    for p in _nb.prange(p0, p1):
+        kernel(x, w, idx, out, starts[p], stops[p])
+    return 0
+"""
+
 
 def _fast(x, idx) -> bool:
     return (x.ndim >= 2 and x.size > 0 and x.dtype in _TYPES and idx.ndim == 1 and
@@ -73,13 +93,16 @@ def index_select(x, idx):
     return out.reshape((len(idx),) + x.shape[1:])
 
 
-def index_add(x, idx, num_rows: int):
-    """The rows of x summed into num_rows rows by idx (rows outside dropped), or None."""
+def index_add(x, idx, num_rows: int, w=None):
+    """The rows of x (each times w's entry for it, where w is given: one factor a row, of
+    x's dtype) summed into num_rows rows by idx (rows outside dropped), or None."""
     if not _fast(x, idx) or num_rows == 0:
         return None
     row = x.size // x.shape[0]
     out = np.zeros((num_rows, row), x.dtype)
-    loops.run_parts(INDEX_ADD_ROWS, (np.ascontiguousarray(x).reshape(-1, row),
-                                     np.ascontiguousarray(idx), out),
-                    *loops.even_bounds(num_rows, 2 * x.nbytes), n_threads())
+    rows = np.ascontiguousarray(x).reshape(-1, row)
+    src, args = INDEX_ADD_ROWS, (rows, np.ascontiguousarray(idx), out)
+    if w is not None:
+        src, args = INDEX_ADD_SCALED_ROWS, (rows, np.ascontiguousarray(w).reshape(-1), *args[1:])
+    loops.run_parts(src, args, *loops.even_bounds(num_rows, 2 * x.nbytes), n_threads())
     return out.reshape((num_rows,) + x.shape[1:])

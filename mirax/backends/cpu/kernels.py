@@ -333,6 +333,29 @@ def mul_sum(mul_node, sum_node) -> Callable | None:
     return lambda x, y: np.asarray(np.einsum(subs, x, y))
 
 
+def mul_index_add(mul_node, add_node) -> Callable | None:
+    """index_add(mul(x, w)) with w one factor a row of x (shape (n, 1, ...)) as one
+    compiled loop that scales each row as it adds it (no product array; the same
+    multiplications and additions, so bitwise the two ops), or None. The kernel takes
+    (x, w, idx)."""
+    a, b = (v.aval for v in mul_node.inputs)
+    shape = tuple(mul_node.outputs[0].aval.shape)
+    if not loops.available() or len(shape) < 2 or np.dtype(a.dtype) != np.dtype(b.dtype) or \
+            np.dtype(a.dtype) not in _FAST:
+        return None
+    col = (shape[0],) + (1,) * (len(shape) - 1)
+    swap = tuple(a.shape) == col   # the factors come (w, x)
+    if (tuple(b.shape), tuple(a.shape)) != ((shape, col) if swap else (col, shape)):
+        return None
+    num_rows = add_node.params["num_rows"]
+
+    def run(p, q, idx):
+        x, w = (q, p) if swap else (p, q)
+        out = gathers.index_add(x, idx, num_rows, w)
+        return _index_add(np.multiply(x, w), idx, num_rows=num_rows) if out is None else out
+    return run
+
+
 def specialize(node) -> Callable | None:
     """A kernel for this one node (its params bound), or None."""
     make = _SPECIALIZE.get(node.prim.name)

@@ -9,7 +9,8 @@ only branch on integer dtypes. Other nodes call a kernel built for the node (fus
 a compiled loop, the tape or blocked chunks; specialize: dot_general, convolutions),
 else the backend's kernel or the reference impl with the params bound (`v5 =
 _k5(v4)`). A reduce_sum over trailing axes of a product used nowhere else runs as one
-einsum at the sum (mul_sum). Big intermediates are freed after their last use.
+einsum at the sum (mul_sum), an index_add of rows each scaled by one factor as one loop
+that scales as it adds (mul_index_add). Big intermediates are freed after their last use.
 MIRAX_DEBUG=3 prints the source.
 """
 from __future__ import annotations
@@ -45,9 +46,11 @@ def writes_into(node) -> bool:
     return not node.params and ufunc_of(node.prim, node)[0] is not None
 
 
-def _mul_sum_pairs(graph: Graph) -> dict:
-    """reduce_sum nodes whose operand is a product read by nothing else: index ->
-    (index of the mul, fused kernel)."""
+def _mul_pairs(graph: Graph) -> dict:
+    """Consumers of a product read by nothing else that compute it themselves: index ->
+    (index of the mul, kernel, its inputs, label). A reduce_sum over trailing axes runs as
+    one einsum of the factors (mul_sum); an index_add of rows each scaled by one factor
+    scales them as it adds them (mul_index_add)."""
     uses: dict = {}
     for v in graph.outputs:
         uses[v] = uses.get(v, 0) + 1
@@ -57,11 +60,14 @@ def _mul_sum_pairs(graph: Graph) -> dict:
     muls = {n.outputs[0]: i for i, n in enumerate(graph.nodes) if n.prim.name == "mul"}
     pairs = {}
     for j, n in enumerate(graph.nodes):
-        m = muls.get(n.inputs[0]) if n.prim.name == "reduce_sum" else None
-        if m is not None and uses[n.inputs[0]] == 1:
-            fn = kernels.mul_sum(graph.nodes[m], n)
-            if fn is not None:
-                pairs[j] = (m, fn)
+        m = muls.get(n.inputs[0]) if n.inputs else None
+        if m is None or uses[n.inputs[0]] != 1:
+            continue
+        mul = graph.nodes[m]
+        if n.prim.name == "reduce_sum" and (fn := kernels.mul_sum(mul, n)) is not None:
+            pairs[j] = (m, fn, list(mul.inputs), "mul+reduce_sum (einsum)")
+        elif n.prim.name == "index_add" and (fn := kernels.mul_index_add(mul, n)) is not None:
+            pairs[j] = (m, fn, [*mul.inputs, n.inputs[1]], "mul+index_add")
     return pairs
 
 
@@ -81,9 +87,9 @@ def lower(be, graph: Graph):
     args = [name(v) for v in graph.inputs]
     for v, buf in graph.consts.items():
         env[name(v)] = buf
-    pairs = _mul_sum_pairs(graph)        # sum node -> (mul node, kernel)
-    merged = {m: j for j, (m, _) in pairs.items()}
-    deferred: dict = {}                  # sum node -> dels moved from its merged mul
+    pairs = _mul_pairs(graph)   # consumer -> (mul node, kernel, inputs, label)
+    merged = {m: j for j, (m, *_) in pairs.items()}
+    deferred: dict = {}         # consumer -> dels moved from its merged mul
     n_err = sum(1 for n in graph.nodes if not n.params and ufunc_of(n.prim, n)[1])
     body = []
     timed: dict = {}   # line of body -> (node index, what it runs): the profiled lines
@@ -109,7 +115,7 @@ def lower(be, graph: Graph):
             # this node writes into a buffer a collective still sends: that one first
             wait([o for c in set(pending.values()) if node.inputs[reuse[i]] in
                   graph.nodes[c].inputs for o in graph.nodes[c].outputs])
-        if i in merged:  # computed at its reduce_sum; its inputs live until then
+        if i in merged:  # computed at its consumer; its inputs live until then
             deferred.setdefault(merged[i], []).extend(free_after.get(i, ()))
             continue
         be.report[(prim.name, "native")] += 1
@@ -117,10 +123,10 @@ def lower(be, graph: Graph):
         ins = [name(v) for v in node.inputs]
         u, err = ufunc_of(prim, node) if not node.params else (None, False)
         if i in pairs:
-            m, fn = pairs[i]
+            _, fn, pair_ins, _ = pairs[i]
             k = f"_k{i}"
             env[k] = fn
-            ins = [name(v) for v in graph.nodes[m].inputs]
+            ins = [name(v) for v in pair_ins]
         elif u is not None and (pk := loops.compile_single(node)) is not None:
             k = f"_p{i}"    # big: a compiled loop on native threads
             env[k] = pk
@@ -142,7 +148,7 @@ def lower(be, graph: Graph):
                 fn = functools.partial(fn, **node.params) if node.params else fn
             env[k] = fn
         lhs = outs + ("," if prim.multiple_results and len(node.outputs) == 1 else "")
-        what = "mul+reduce_sum (einsum)" if i in pairs else prim.name
+        what = pairs[i][3] if i in pairs else prim.name
         if prim.name in collectives.COLLECTIVES:   # started now, waited for at first use
             env["_start"] = collectives.start
             timed[len(body)] = (i, f"{what} (start)")
