@@ -128,10 +128,36 @@ def test_index_add_of_rows_scaled_by_a_column(dtype):
                      (lambda x, w: mx.nn.index_add(w * x, idx, 300), 1),
                      (lambda x, w: (mx.nn.index_add(x * w, idx, 300), x * w), 0)):
         g = optimize(mx.make_graph(f)(x, w), be)
-        labels = [p[3] for p in _mul_pairs(g).values()]
+        labels = [p[3] for p in _mul_pairs(g, g.cache["memory_plan"].reuse).values()]
         assert labels.count("mul+index_add") == pairs, labels
         got = mx.jit(f)(x, w)
         np.testing.assert_array_equal(np.asarray(got[0] if pairs == 0 else got), want(x, w))
+
+
+def test_a_product_computed_at_its_consumer_keeps_its_factors():
+    """A product that its consumer computes (index_add's scaled rows, reduce_sum's einsum)
+    is not, where a node between them writes into a factor's buffer (the factor's last
+    reader before the pairing): the values as the ops one by one."""
+    import types
+    from mirax.core import runtime
+    be = runtime.backend("cpu")
+    unfused = types.SimpleNamespace(fuses=False, writes_into=be.writes_into)
+    a = RNG.normal(size=(500, 8)).astype(np.float32)
+    w = RNG.normal(size=(500, 1)).astype(np.float32)
+    idx = RNG.integers(0, 50, 500).astype(np.int32)
+
+    def f(a, w):
+        x = mnp.exp(a)   # a buffer of the plan's own
+        p, q = x * w, x * a
+        y = x + 1.0      # x's last reader: may write into x's buffer
+        return mx.nn.index_add(p, idx, 50), mnp.sum(q, axis=1), y
+    g = optimize(mx.make_graph(f)(a, w), unfused)
+    got = be.compile(g)(a, w)
+    x = np.exp(a)
+    np.testing.assert_allclose(got[0], registry["index_add"].impl(x * w, idx, num_rows=50),
+                               rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.sum(x * a, axis=1), rtol=1e-5)
+    np.testing.assert_array_equal(got[2], x + np.float32(1.0))
 
 
 @pytest.mark.parametrize("shape", [(3, 70001), (5,), ()])

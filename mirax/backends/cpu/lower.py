@@ -46,11 +46,13 @@ def writes_into(node) -> bool:
     return not node.params and ufunc_of(node.prim, node)[0] is not None
 
 
-def _mul_pairs(graph: Graph) -> dict:
+def _mul_pairs(graph: Graph, reuse: dict) -> dict:
     """Consumers of a product read by nothing else that compute it themselves: index ->
     (index of the mul, kernel, its inputs, label). A reduce_sum over trailing axes runs as
     one einsum of the factors (mul_sum); an index_add of rows each scaled by one factor
-    scales them as it adds them (mul_index_add)."""
+    scales them as it adds them (mul_index_add). Not where a node between the two writes
+    its result into a factor's buffer (the memory plan's `reuse`, made for the factors
+    dying at their last reader before the consumer)."""
     uses: dict = {}
     for v in graph.outputs:
         uses[v] = uses.get(v, 0) + 1
@@ -64,6 +66,9 @@ def _mul_pairs(graph: Graph) -> dict:
         if m is None or uses[n.inputs[0]] != 1:
             continue
         mul = graph.nodes[m]
+        if any(graph.nodes[k].inputs[reuse[k]] in mul.inputs for k in range(m + 1, j)
+               if k in reuse):
+            continue
         if n.prim.name == "reduce_sum" and (fn := kernels.mul_sum(mul, n)) is not None:
             pairs[j] = (m, fn, list(mul.inputs), "mul+reduce_sum (einsum)")
         elif n.prim.name == "index_add" and (fn := kernels.mul_index_add(mul, n)) is not None:
@@ -87,7 +92,7 @@ def lower(be, graph: Graph):
     args = [name(v) for v in graph.inputs]
     for v, buf in graph.consts.items():
         env[name(v)] = buf
-    pairs = _mul_pairs(graph)   # consumer -> (mul node, kernel, inputs, label)
+    pairs = _mul_pairs(graph, reuse)   # consumer -> (mul node, kernel, inputs, label)
     merged = {m: j for j, (m, *_) in pairs.items()}
     deferred: dict = {}         # consumer -> dels moved from its merged mul
     n_err = sum(1 for n in graph.nodes if not n.params and ufunc_of(n.prim, n)[1])
