@@ -248,8 +248,12 @@ def test_initializers_same_key_same_numbers_as_jax(name):
 def test_initializer_goldens_equal_jax_live():
     jax = pytest.importorskip("jax")
     for name, (init, shape) in _init_cases(jax.nn.initializers).items():
-        np.testing.assert_array_equal(np.asarray(init(jax.random.PRNGKey(42), shape)),
-                                      np.array(GOLDEN[name], np.float32).reshape(shape))
+        got = np.asarray(init(jax.random.PRNGKey(42), shape))
+        ref = np.array(GOLDEN[name], np.float32).reshape(shape)
+        if "orthogonal" in name:   # JAX's QR, whose rounding follows the CPU's LAPACK kernels
+            np.testing.assert_allclose(got, ref, rtol=3e-6, atol=3e-7)
+        else:
+            np.testing.assert_array_equal(got, ref)
 
 
 def test_initializer_statistics_and_dtypes():
