@@ -128,7 +128,9 @@ def test_goldens_equal_jax_live():
     for name, (fn, exact) in CASES.items():
         shape, vals = GOLDEN[name]
         live = np.asarray(fn(jr, jr.PRNGKey(7))).ravel()
-        np.testing.assert_array_equal(live, np.array(vals).astype(live.dtype))
+        # JAX's transcendental functions round as the CPU at hand's XLA kernels do
+        np.testing.assert_allclose(live, np.array(vals).astype(live.dtype),
+                                   rtol=0 if exact else 2e-6, atol=0 if exact else 2e-7)
         out = np.asarray(fn(mr, mr.key(7)))
         ref = np.asarray(fn(jr, jr.PRNGKey(7)))
         np.testing.assert_allclose(out, ref, rtol=0 if exact else 2e-5, atol=0 if exact else 1e-6)
