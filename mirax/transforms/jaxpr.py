@@ -123,7 +123,15 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     if axis_env:
         raise NotImplementedError("make_jaxpr: axis_env is not supported; trace the function "
                                   "under mx.vmap(..., axis_name=) instead")
-    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    try:
+        static = ((static_argnums,) if isinstance(static_argnums, int) else
+                  tuple(static_argnums))
+    except TypeError:
+        static = None
+    if static is None or not all(isinstance(i, int) and not isinstance(i, bool)
+                                 for i in static):
+        raise TypeError(f"make_jaxpr: static_argnums must be an int or a sequence of ints, "
+                        f"got {static_argnums!r}")
 
     @functools.wraps(fun)
     def jaxpr_maker(*args, **kwargs):
