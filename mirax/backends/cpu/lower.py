@@ -46,13 +46,19 @@ def writes_into(node) -> bool:
     return not node.params and ufunc_of(node.prim, node)[0] is not None
 
 
+# consumers that can compute a product they alone read: name -> (the kernel's maker, label)
+_PAIRED = {"reduce_sum": (kernels.mul_sum, "mul+reduce_sum (einsum)"),
+           "index_add": (kernels.mul_index_add, "mul+index_add")}
+
+
 def _mul_pairs(graph: Graph, reuse: dict) -> dict:
     """Consumers of a product read by nothing else that compute it themselves: index ->
-    (index of the mul, kernel, its inputs, label). A reduce_sum over trailing axes runs as
-    one einsum of the factors (mul_sum); an index_add of rows each scaled by one factor
-    scales them as it adds them (mul_index_add). Not where a node between the two writes
-    its result into a factor's buffer (the memory plan's `reuse`, made for the factors
-    dying at their last reader before the consumer)."""
+    (index of the mul, kernel, its inputs: the factors, then the consumer's other inputs,
+    label). A reduce_sum over trailing axes runs as one einsum of the factors (mul_sum); an
+    index_add of rows each scaled by one factor scales them as it adds them
+    (mul_index_add). Not where a node between the two writes its result into a factor's
+    buffer (the memory plan's `reuse`, made for the factors dying at their last reader
+    before the consumer)."""
     uses: dict = {}
     for v in graph.outputs:
         uses[v] = uses.get(v, 0) + 1
@@ -62,17 +68,16 @@ def _mul_pairs(graph: Graph, reuse: dict) -> dict:
     muls = {n.outputs[0]: i for i, n in enumerate(graph.nodes) if n.prim.name == "mul"}
     pairs = {}
     for j, n in enumerate(graph.nodes):
-        m = muls.get(n.inputs[0]) if n.inputs else None
+        m = muls.get(n.inputs[0]) if n.prim.name in _PAIRED else None
         if m is None or uses[n.inputs[0]] != 1:
             continue
         mul = graph.nodes[m]
         if any(graph.nodes[k].inputs[reuse[k]] in mul.inputs for k in range(m + 1, j)
                if k in reuse):
             continue
-        if n.prim.name == "reduce_sum" and (fn := kernels.mul_sum(mul, n)) is not None:
-            pairs[j] = (m, fn, list(mul.inputs), "mul+reduce_sum (einsum)")
-        elif n.prim.name == "index_add" and (fn := kernels.mul_index_add(mul, n)) is not None:
-            pairs[j] = (m, fn, [*mul.inputs, n.inputs[1]], "mul+index_add")
+        make, label = _PAIRED[n.prim.name]
+        if (fn := make(mul, n)) is not None:
+            pairs[j] = (m, fn, [*mul.inputs, *n.inputs[1:]], label)
     return pairs
 
 
