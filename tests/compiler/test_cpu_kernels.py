@@ -270,17 +270,23 @@ _CONVS = [  # (lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation)
 ]
 
 
+@pytest.mark.parametrize("engine", ["gemm in the loop", "pool"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", range(len(_CONVS)))
 def test_conv_kernel_matches_the_reference_at_every_thread_count(knobs, monkeypatch, dtype,
-                                                                 case):
+                                                                 case, engine):
     """The CPU's convolution kernel (im2col in blocks by a compiled loop, a product per
     block; small blocks here, so that there are several) against the reference impl, in
     both orientations, with strides, dilations and negative padding: within the
     products' rounding (the columns' order differs), and the same values at 1, 2 and 3
-    threads."""
+    threads. Either engine: the compiled loop calling the BLAS library's gemm itself,
+    or (a BLAS without CBLAS symbols we find) NumPy's product of each block on the pool."""
     if not loops.available():
         pytest.skip("numba not installed")
+    if engine == "pool":
+        monkeypatch.setattr(loops, "gemm_source", lambda dtype: None)
+    elif loops.gemm_source(dtype) is None:
+        pytest.skip("NumPy's BLAS has no CBLAS gemm symbol mirax finds")
     lshape, rshape, strides, padding, ld, rd = _CONVS[case]
     monkeypatch.setattr(kernels, "CONV_BLOCK", 7 * rshape[1] * 8)
     monkeypatch.setattr(kernels, "CONV_PARTIALS", 8 * 4096)   # clamps the weight gradients

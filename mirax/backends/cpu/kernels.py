@@ -214,6 +214,29 @@ def kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld
                 u0 = 0
                 a += 1
 """
+# Each part of the rows: its columns into a buffer of its own, then one BLAS product of
+# them, y[rows] = cols @ w (forward) or y[part] = cols^T @ w[rows] (a weight's gradient):
+# the parts on numba's native threads, one BLAS thread each, in one call from Python
+_CONV_PARTS = """
+
+
+@_parts
+def kernel_parts(x, w, y, forward, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1,
+                 ld0, ld1, starts, stops, p0, p1):
+    width, o = v0_n * v1_n * x.shape[3], w.shape[1]
+    one, zero = _np.DTYPE(1), _np.DTYPE(0)
+    for p in _nb.prange(p0, p1):
+        r0, r1 = starts[p], stops[p]
+        cols = _np.empty((r1 - r0, width), x.dtype)
+        kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld0, ld1)
+        if forward:   # (row-major, no transposes)
+            _gemm(101, 111, 111, r1 - r0, o, width, one, cols.ctypes.data, width,
+                  w.ctypes.data, o, zero, y[r0:r1].ctypes.data, o)
+        else:         # (row-major, cols transposed)
+            _gemm(101, 112, 111, width, o, r1 - r0, one, cols.ctypes.data, width,
+                  w[r0:r1].ctypes.data, o, zero, y[p].ctypes.data, o)
+    return 0
+"""
 CONV_BLOCK = 1 << 19   # bytes of columns a block (L2-sized: copied, then multiplied in cache)
 CONV_PARTIALS = 1 << 26   # bytes of a weight gradient's per-block products, at most
 CONV_DEPTH = 256   # rows a weight gradient's block has at least (its products' depth)
@@ -226,7 +249,9 @@ CONV_FLOPS_PER_THREAD = 1 << 22
 def _conv(node):
     """2-d conv_general_dilated (one feature group, float32/64; numba present) as blocks
     of im2col rows, each copied by a compiled loop (_IM2COL) into a cache-sized buffer and
-    multiplied there by one BLAS call, the blocks on the thread pool. It computes
+    multiplied there by one BLAS call: the blocks in one compiled call on numba's native
+    threads, which calls the BLAS library's gemm itself (_CONV_PARTS; without a CBLAS
+    symbol to call, NumPy's product of each block on the thread pool). It computes
     out[b, o, P] = sum over c, K of x[b, c, P s + K d] w[o, c, K] (strides s, kernel
     dilation d, on the padded, dilated input) in one of two orientations, as the
     reference impl:
@@ -242,7 +267,11 @@ def _conv(node):
     `python benchmarks/conv.py --threads 2` (ms, jitted, 2 cores; before -> after, JAX):
     16x16x16x16 -> 16 forward 1.58 -> 0.69 (0.39), forward + backward 4.13 -> 1.88
     (1.61); 64x16x16x32 -> 32 9.02 -> 3.01 (2.54), 24.0 -> 12.8 (13.8); 32x32x32x64 -> 64
-    34.9 -> 17.1 (25.6), 160 -> 63 (144)."""
+    34.9 -> 17.1 (25.6), 160 -> 63 (144). The gemm called from the compiled blocks on
+    native threads (no hand-offs to the pool's Python threads, no GIL): 16x16x16x16 -> 16
+    forward 0.19-0.26 -> 0.125 ms, forward + backward 0.63-0.67 -> 0.44; 64x16x16x32 -> 32
+    1.3-1.9 -> 1.05-1.1, 4.1-4.2 -> 3.5-3.7 (2 cores, A/B pairs of a jitted conv
+    alone); 256 channels unchanged (6.0-6.4, 20)."""
     lhs, rhs, out = node.inputs[0].aval, node.inputs[1].aval, node.outputs[0].aval
     dt = np.dtype(lhs.dtype)
     if dt not in _FAST or np.dtype(rhs.dtype) != dt or len(lhs.shape) != 4 or \
@@ -268,9 +297,18 @@ def _conv(node):
         """The threads the convolution's product pays for (CONV_FLOPS_PER_THREAD each)."""
         return max(1, min(n_threads(), flops // CONV_FLOPS_PER_THREAD))
 
-    def on_threads(blocks, x, product):
-        """product(i, cols) for each block i of rows, its columns copied in a buffer of
-        the thread's; the blocks in one run a thread (one buffer, one hand-off each)."""
+    gemm = loops.gemm_source(dt)
+    src = None if gemm is None else \
+        _IM2COL + gemm + _CONV_PARTS.replace("DTYPE", dt.name)
+
+    def on_threads(blocks, x, w, y, forward, product):
+        """The product of each block of rows, its columns copied first: in one call on
+        native threads, each block's columns in a buffer of its own and one call of the
+        BLAS library's gemm (_CONV_PARTS); without that gemm, blocks on the pool, each
+        thread a run of blocks in one buffer, `product(i, cols)` one NumPy call each."""
+        if src is not None:
+            loops.run_parts(src, (x, w, y, forward, *args), *loops.bounds(blocks), threads())
+            return
         kernel = loops.compiled(_IM2COL)
         t = min(threads(), len(blocks))
         runs = parts(len(blocks), -(-len(blocks) // t))
@@ -285,12 +323,14 @@ def _conv(node):
 
     if forward:
         def run(x, w):
-            wm = w.transpose(2, 3, 1, 0).reshape(width, o)
+            wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(width, o))
             y = np.empty((rows, o), dt)
-            # at least a block a thread (each row is its own dot products: the split does
-            # not change the values)
-            blocks = parts(rows, max(min(block, -(-rows // threads())), parallel.MIN_ROWS))
-            on_threads(blocks, np.ascontiguousarray(x.transpose(0, 2, 3, 1)),
+            # as many blocks as the threads (or a multiple), each at most `block` rows (each
+            # row is its own dot products: the split does not change the values)
+            t = threads()
+            n = -(-max(t, -(-rows // block)) // t) * t
+            blocks = parts(rows, max(-(-rows // n), parallel.MIN_ROWS))
+            on_threads(blocks, np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wm, y, True,
                        lambda i, cols: np.matmul(cols, wm, out=y[slice(*blocks[i])]))
             return y.reshape((-1,) + out_sp + (o,)).transpose(0, 3, 1, 2)
         return run
@@ -304,9 +344,9 @@ def _conv(node):
     blocks = parts(rows, max(block, CONV_DEPTH, -(-rows // most)))
 
     def run_weight_grad(x, w):
-        wm = w.transpose(1, 2, 3, 0).reshape(rows, o)
+        wm = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(rows, o))
         y = np.empty((len(blocks), width, o), dt)
-        on_threads(blocks, np.ascontiguousarray(x.transpose(1, 2, 3, 0)),
+        on_threads(blocks, np.ascontiguousarray(x.transpose(1, 2, 3, 0)), wm, y, False,
                    lambda i, cols: np.matmul(cols.T, wm[slice(*blocks[i])], out=y[i]))
         y = y.sum(0) if len(blocks) > 1 else y[0]
         return y.reshape(out_sp + (z, o)).transpose(2, 3, 0, 1)

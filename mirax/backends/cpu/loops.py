@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mirax.backends.cpu.threads import n_threads, native, parts, pool
+from mirax.backends.cpu.threads import blas, n_threads, native, parts, pool
 from mirax.core import config
 from mirax.compiler.pipeline import debug_level
 from mirax.backends.cpu.layout import REDUCE, externals, group_shape, layout
@@ -365,6 +365,34 @@ def summed(part_sums: np.ndarray) -> np.ndarray:
     for q in part_sums[1:]:
         total += q
     return total
+
+
+_GEMMS = {np.dtype(np.float32): ("cblas_sgemm", "float32"),
+          np.dtype(np.float64): ("cblas_dgemm", "float64")}
+_gemm_found: dict = {}
+
+
+def gemm_source(dtype) -> str | None:
+    """Source that declares `_gemm`, the CBLAS gemm of `dtype` (float32 / float64) of the
+    BLAS library NumPy calls, for a generated module's kernels (after its `kernel`): they
+    call it on buffers of their own, without the GIL, on any thread. The symbol is bound
+    by name (mirax_cblas_sgemm / _dgemm), so a kernel compiled into the disk cache finds
+    it in the next process too. None where the library has no CBLAS we can reach."""
+    name, ty = _GEMMS[np.dtype(dtype)]
+    if name not in _gemm_found:
+        found = blas.cblas(name)
+        if found is not None:
+            import llvmlite.binding   # numba's own dependency (loops run only with numba)
+            llvmlite.binding.add_symbol(f"mirax_{name}", found[0])
+        _gemm_found[name] = found
+    if _gemm_found[name] is None:
+        return None
+    it = "int64" if _gemm_found[name][1] else "int32"
+    # (order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    args = ", ".join(["intc"] * 3 + [it] * 3 + [ty, "voidptr", it, "voidptr", it, ty,
+                                                  "voidptr", it])
+    return (f"\n\n_gemm = _nb.types.ExternalFunction('mirax_{name}', _nb.types.void(" +
+            ", ".join(f"_nb.types.{a}" for a in args.split(", ")) + "))\n")
 
 
 # the parts' wrapper of a `kernel(a, b, c, s, e)` over three arrays, to end its source

@@ -267,9 +267,10 @@ class Blas:
     process's loaded libraries); a no-op where there is none we can drive."""
 
     def __init__(self):
-        self._set = self._get = self._core = None
+        self._set = self._get = self._core = self._lib = None
         self.current = None
         self.library = None
+        self._names = ("", "")   # the library's symbol prefix and suffix
         # NumPy's own first (SciPy may have loaded another OpenBLAS before mirax)
         for path in sorted(_loaded_libraries(), key=lambda p: "numpy" not in p):
             name = os.path.basename(path).lower()
@@ -287,6 +288,7 @@ class Blas:
                     if core is not None:
                         core.restype = ctypes.c_char_p
                     self._core, self.library = core, path
+                    self._lib, self._names = lib, (pre, suf)
                     break
             if self._set is not None:
                 break
@@ -296,6 +298,16 @@ class Blas:
     @property
     def available(self) -> bool:
         return self._set is not None
+
+    def cblas(self, name: str) -> tuple[int, bool] | None:
+        """The address of the library's CBLAS function `name` (say "cblas_sgemm") and
+        whether its integers are 64-bit, for compiled loops that call it; None where
+        there is none."""
+        pre, suf = self._names
+        fn = getattr(self._lib, f"{pre}{name}{suf}", None) if self._lib is not None else None
+        if fn is None:
+            return None
+        return ctypes.cast(fn, ctypes.c_void_p).value, suf == "64_"
 
     def corename(self) -> str:
         return self._core().decode() if self._core is not None else "?"
