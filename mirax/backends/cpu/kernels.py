@@ -339,9 +339,12 @@ def _conv(node):
     # count), deep enough for an efficient product and few enough that their products
     # [width, o] fit in CONV_PARTIALS (8x14x14, 256 -> 256 channels, 3x3, forward +
     # backward on one thread: blocks of 59 rows took 98.5 ms against the reference's 78.3;
-    # blocks of 256 rows 73.9)
+    # blocks of 256 rows 73.9), and no deeper than that where the partials allow: the
+    # small ResNet's 16-channel weight gradient (4,096 rows) in 16 blocks rather than 5 of
+    # 910 (L2-sized), whose 3 + 2 on 2 threads took 0.164-0.169 ms a call in the training
+    # step's profile, 16 blocks 0.112-0.116
     most = max(1, CONV_PARTIALS // (width * o * dt.itemsize))
-    blocks = parts(rows, max(block, CONV_DEPTH, -(-rows // most)))
+    blocks = parts(rows, max(CONV_DEPTH, -(-rows // most)))
 
     def run_weight_grad(x, w):
         wm = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(rows, o))
