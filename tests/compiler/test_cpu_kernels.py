@@ -315,28 +315,43 @@ def test_conv_kernel_matches_the_reference_at_every_thread_count(knobs, monkeypa
 
 @pytest.mark.parametrize("causal,window,t,s", [(False, None, 33, 33), (True, None, 33, 33),
                                                (False, (0, 0), 40, 25), (True, (6, 0), 17, 30)])
-def test_attention_rows_kernel_matches_reference(causal, window, t, s):
-    """float32 attention without mask or bias on the compiled softmax rows: outputs,
-    logsumexp (+inf where a window leaves a query no key) and the gradients of both
-    against the NumPy reference impls, within float32 rounding of these O(1) values."""
-    if not loops.available():
-        pytest.skip("numba not installed")
+def test_attention_kernel_matches_reference(knobs, monkeypatch, causal, window, t, s):
+    """float32 attention without mask or bias, compiled (each (batch, head) pair's products
+    by the BLAS library's gemm, its softmax rows in one pass each, the pairs on native
+    threads): outputs, logsumexp (+inf where a window leaves a query no key) and the
+    gradients of both (all three, or a subset) against the NumPy reference impls, within
+    float32 rounding of these O(1) values, and the same bits at 1, 2 and 3 threads."""
+    if kernels._attn_native((), False, False) is None:
+        pytest.skip("numba or a CBLAS gemm missing")
+    monkeypatch.setattr(kernels, "ATTN_PART", 1)   # a thread a pair
     q = RNG.normal(size=(2, t, 3, 16)).astype(np.float32)
-    k, v = (RNG.normal(size=(2, s, 3, 16)).astype(np.float32) for _ in range(2))
+    k = RNG.normal(size=(2, s, 3, 16)).astype(np.float32)
+    v = RNG.normal(size=(2, s, 3, 8)).astype(np.float32)
     kw = dict(scale=0.25, is_causal=causal, window=window, has_mask=False, has_bias=False)
-    o, lse = kernels.NATIVE["dot_product_attention"](q, k, v, **kw)
     ro, rl = registry["dot_product_attention"].impl(q, k, v, **kw)
-    np.testing.assert_allclose(o, ro, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(lse, rl, rtol=1e-5, atol=1e-6)   # inf == inf included
-    if window == (0, 0):
-        assert np.all(np.isinf(lse[:, :, s:])) and np.all(o[:, s:] == 0)
-    ct = RNG.normal(size=o.shape).astype(np.float32)
+    ct = RNG.normal(size=ro.shape).astype(np.float32)
     ct_lse = np.where(np.isinf(rl), 0, RNG.normal(size=rl.shape)).astype(np.float32)
-    args = (ct, ct_lse, o, lse, q, k, v)
-    got = kernels.NATIVE["dot_product_attention_bwd"](*args, wrt=(0, 1, 2), nout=2, **kw)
+    args = (ct, ct_lse, ro, rl, q, k, v)
     want = registry["dot_product_attention_bwd"].impl(*args, wrt=(0, 1, 2), nout=2, **kw)
-    for g, w in zip(got, want):
+    runs = []
+    for threads in (1, 2, 3):
+        knobs(cpu_threads=threads)
+        o, lse = kernels.NATIVE["dot_product_attention"](q, k, v, **kw)
+        grads = kernels.NATIVE["dot_product_attention_bwd"](*args, wrt=(0, 1, 2), nout=2,
+                                                            **kw)
+        runs.append([o, lse, *grads])
+    np.testing.assert_allclose(runs[0][0], ro, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(runs[0][1], rl, rtol=1e-5, atol=1e-6)   # inf == inf included
+    if window == (0, 0):
+        assert np.all(np.isinf(runs[0][1][:, :, s:])) and np.all(runs[0][0][:, s:] == 0)
+    for g, w in zip(runs[0][2:], want):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    for run in runs[1:]:
+        for a, b in zip(run, runs[0]):
+            np.testing.assert_array_equal(a, b)
+    only_v = kernels.NATIVE["dot_product_attention_bwd"](*args, wrt=(2,), nout=2, **kw)
+    assert len(only_v) == 1
+    np.testing.assert_array_equal(only_v[0], runs[0][4])
 
 
 @pytest.mark.parametrize("shape", [(3, 70001), (40, 7), (5,), (4, 0)])

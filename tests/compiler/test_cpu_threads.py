@@ -282,7 +282,8 @@ def test_parts_do_not_depend_on_thread_count():
 
 def test_attention_split_over_the_batch(monkeypatch):
     from mirax.backends.cpu import kernels
-    monkeypatch.setattr(kernels, "ATTN_MIN", 1)
+    monkeypatch.setattr(kernels, "ATTN_MIN", 1)    # the reference's split (masks, biases)
+    monkeypatch.setattr(kernels, "ATTN_PART", 1)   # the compiled one's
     q, k, v = (RNG.standard_normal((5, 16, 2, 8)).astype(np.float32) for _ in range(3))
 
     def f(q, k, v):
