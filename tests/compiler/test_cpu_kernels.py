@@ -175,9 +175,10 @@ def test_gelu_kernels_match_reference(shape):
 
 @pytest.mark.parametrize("shape", [(3, 70001), (5,), ()])
 def test_silu_and_softplus_kernels_match_reference(shape):
-    """The compiled loops of silu, its backward and softplus's backward (vecmath's
-    logistic) against the NumPy reference impls: a few float32 ulp apart; the 0-d case and
-    float64 take the reference itself."""
+    """The compiled loops of silu, its backward, softplus and its backward (vecmath's
+    logistic, exp and log1p) against the NumPy reference impls: a few float32 ulp apart;
+    the 0-d case and float64 take the reference itself. softplus also at the edges: -0,
+    infinities, NaN, where e^-|x| underflows and where it is below x's last place."""
     for dtype in (np.float32, np.float64):
         x = (3 * RNG.normal(size=shape)).astype(dtype)
         ct = RNG.normal(size=shape).astype(dtype)
@@ -185,9 +186,22 @@ def test_silu_and_softplus_kernels_match_reference(shape):
         check = np.testing.assert_array_equal if exact else (
             lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6))
         check(kernels.NATIVE["silu"](x), registry["silu"].impl(x))
+        check(kernels.NATIVE["softplus"](x), registry["softplus"].impl(x))
         for name in ("silu_bwd", "softplus_bwd"):
             got = kernels.NATIVE[name](ct, None, x, wrt=(0,), nout=1)
             check(got[0], registry[name].impl(ct, None, x, wrt=(0,), nout=1)[0])
+
+
+def test_softplus_loop_at_the_edges():
+    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 20.0, -20.0, 88.0,
+                  -88.0, 120.0, -120.0, 3e38, -3e38] * 300, np.float32)
+    got = kernels.NATIVE["softplus"](x)
+    with np.errstate(over="ignore"):
+        want = np.log1p(np.exp(x.astype(np.float64))).astype(np.float32)
+    want[x > 80] = x[x > 80]   # (e^x overflows float64 past 709: softplus(x) = x there)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=3e-7, atol=1e-45)
 
 
 def test_transposed_dot_becomes_swapped_dot():

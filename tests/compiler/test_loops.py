@@ -102,10 +102,10 @@ def test_float64_and_noncontiguous_inputs():
 
 
 def test_float32_transcendental_groups_run_as_loops_float64_ones_stay_with_numpy():
-    """float32 exp, tanh, logistic, sin and cos are vecmath.py's vectorized versions in
-    the loop (within 1, 1.5, 2.5, 0.5 and 0.5 ulp: tests/compiler/test_vecmath.py);
-    float64 ones and the other transcendental functions stay NumPy calls (numba would
-    call scalar libm)."""
+    """float32 exp, tanh, logistic, sin, cos, log and log1p are vecmath.py's vectorized
+    versions in the loop (within 1, 1.5, 2.5, 0.5, 0.5, 1 and 2.5 ulp:
+    tests/compiler/test_vecmath.py); float64 ones and the other transcendental functions
+    stay NumPy calls (numba would call scalar libm)."""
     x = RNG.normal(size=(128, 512)).astype(np.float32)
     f = lambda x: mnp.tanh(x * 2.0 + 1.0) * x - mnp.exp(-x * x) + mx.nn.sigmoid(x)  # noqa: E731
     n, got, want = _plans(f, x)
@@ -115,7 +115,11 @@ def test_float32_transcendental_groups_run_as_loops_float64_ones_stay_with_numpy
     n, got, want = _plans(f, x.astype(np.float64))
     assert n == 0
     np.testing.assert_array_equal(got[0], want[0])
-    n, got, want = _plans(lambda x: mnp.log(x * x + 1.0) * x - 3.0, x)
+    n, got, want = _plans(lambda x: mnp.log(x * x + 1.0) * x - mnp.log1p(x * x), x)
+    assert n == 1
+    # terms within 2.5 ulp each, of size <= |x| log(x^2 + 1) (about 20) and log1p(x^2)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=8 * np.spacing(np.float32(32)))
+    n, got, want = _plans(lambda x: mnp.expm1(x * x + 1.0) * x - 3.0, x)
     assert n == 0
     np.testing.assert_array_equal(got[0], want[0])
 

@@ -7,9 +7,10 @@ inputs and outputs are touched once. It is used only where it measures faster, w
 decided by the ops in the group:
 - arithmetic, comparisons, select, converts, sqrt (LLVM vectorizes these loops): the Adam
   update runs 4x faster than blocked (0.6 vs 2.4 ms on 400k f32 elements, one thread);
-- float32 exp, tanh, logistic, sin and cos are taken as vecmath.py's branch-free
-  versions, which LLVM vectorizes (within 1, 1.5, 2.5, 0.51 and 0.51 ulp; a loop that
-  meets a sin / cos argument beyond vecmath.SIN_LIMIT runs again with libm's); the other
+- float32 exp, tanh, logistic, sin, cos, log and log1p are taken as vecmath.py's
+  branch-free versions, which LLVM vectorizes (within 1, 1.5, 2.5, 0.51, 0.51, 1 and 2.5
+  ulp; a loop that meets a sin / cos argument beyond vecmath.SIN_LIMIT runs again with
+  libm's); the other
   transcendental functions, and float64 ones, are not: numba calls scalar libm for
   them, 3x (exp) to 60x (tanh) slower than NumPy's SIMD loops;
 - sums over the leading axes (bias gradients: `acc[j] += x[i, j]`, the order NumPy's
@@ -68,7 +69,8 @@ _FLOAT_OPS = {
 }
 # float32 only: vecmath.py's vectorized versions (numba would call scalar libm)
 _F32_OPS = {"exp": "_exp32({0})", "tanh": "_tanh32({0})", "logistic": "_logistic32({0})",
-            "sin": "_sin32({0})", "cos": "_cos32({0})"}
+            "sin": "_sin32({0})", "cos": "_cos32({0})", "log": "_log32({0})",
+            "log1p": "_log1p32({0})"}
 _RANGED = ("sin", "cos")   # exact below vecmath.SIN_LIMIT only: the kernel reports beyond
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _BOOL_OPS = {"and": "({0} & {1})", "or": "({0} | {1})", "not": "(not {0})"}
@@ -241,7 +243,8 @@ _PRELUDE = '''import numpy as _np
 import numba as _nb
 from mirax.backends.cpu.vecmath import exp32 as _exp32, logistic32 as _logistic32, \\
     tanh32 as _tanh32, sin32 as _sin32, cos32 as _cos32, sin_exact as _sin_exact, \\
-    cos_exact as _cos_exact, SIN_LIMIT as _SIN_LIMIT   # vecmath __VECMATH__
+    cos_exact as _cos_exact, SIN_LIMIT as _SIN_LIMIT, log32 as _log32, \\
+    log1p32 as _log1p32   # vecmath __VECMATH__
 
 
 _parts = _nb.njit(cache=__CACHE__, nogil=True, error_model="numpy", parallel=__PARALLEL__)

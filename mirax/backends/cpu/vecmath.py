@@ -51,6 +51,17 @@ def _float_of_bits(typingctx, bits):
     return types.float32(bits), codegen
 
 
+@intrinsic
+def _bits_of_float(typingctx, x):
+    """The bit pattern of a float32, as an int32."""
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int32))
+    return types.int32(x), codegen
+
+
 @nb.njit(error_model="numpy", cache=True, inline="always")
 def exp32(x):
     # arguments past either end (and NaN) are computed as 0, then replaced below: computed
@@ -98,6 +109,50 @@ def logistic32(x):
     e = exp32(-np.abs(x))
     d = F(1.0) + e
     return F(1.0) / d if x >= F(0.0) else e / d
+
+
+@nb.njit(error_model="numpy", cache=True, inline="always")
+def log32(x):
+    # x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the bit pattern (subnormals scaled by
+    # 2^25 first), log x = log m + e ln 2: log(1 + f) = f - f^2 / 2 + f^3 P(f) (Cephes'
+    # logf polynomial), ln 2 in two parts
+    tiny = x < F(1.1754943508222875e-38)
+    bits = _bits_of_float(x * F(33554432.0) if tiny else x)
+    e = ((bits >> 23) & 0xff) - (151 if tiny else 126)
+    m = _float_of_bits((bits & 0x007fffff) | 0x3f000000)   # [0.5, 1)
+    low = m < F(0.7071067811865476)
+    f = (m + m if low else m) - F(1.0)
+    ef = F(e - 1 if low else e)
+    z = f * f
+    p = F(7.0376836292e-2)
+    p = p * f + F(-1.1514610310e-1)
+    p = p * f + F(1.1676998740e-1)
+    p = p * f + F(-1.2420140846e-1)
+    p = p * f + F(1.4249322787e-1)
+    p = p * f + F(-1.6668057665e-1)
+    p = p * f + F(2.0000714765e-1)
+    p = p * f + F(-2.4999993993e-1)
+    p = p * f + F(3.3333331174e-1)
+    y = p * f * z
+    y = y + ef * F(-2.12194440e-4)
+    y = y - F(0.5) * z
+    y = f + y + ef * F(0.693359375)
+    y = np.float32(-np.inf) if x == F(0.0) else y
+    y = np.float32(np.nan) if x < F(0.0) else y
+    y = x if x == np.float32(np.inf) else y
+    return x if x != x else y
+
+
+@nb.njit(error_model="numpy", cache=True, inline="always")
+def log1p32(x):
+    # log(1 + x) = log(w) x / (w - 1) with w = 1 + x rounded (the quotient corrects w's
+    # rounding), x itself where w rounds to 1
+    w = F(1.0) + x
+    d = w - F(1.0)
+    y = log32(w) * (x / (d if d != F(0.0) else F(1.0)))
+    y = x if d == F(0.0) else y
+    y = x if x == np.float32(np.inf) else y
+    return y
 
 
 # --- sin and cos ----------------------------------------------------------------------------
