@@ -9,25 +9,28 @@ Two kinds, both computing what the reference impl computes:
   numba; W2 of benchmarks/suite.py, 128 products of 64 x 128: 0.31 ms as one einsum,
   0.13 as the loop on one thread), else one einsum; fusion: the
   compiled or cache-blocked loops; 2-d convolutions: im2col in cache-sized blocks by a
-  compiled loop and a product per block, equal up to the products' rounding).
+  compiled loop and a product per block, which the loop itself asks of the BLAS
+  library's gemm (loops.gemm_source), equal up to the products' rounding).
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_select gathers rows and
   index_add scatters them with compiled loops where numba is present (gathers.py); without
   numba index_add adds each block of rows into the flat output with one 1-d `np.add.at`
   (NumPy's fast path); both accumulate in index order, bitwise equal to the reference. gelu (tanh
-  form), silu and the backwards of gelu, silu and softplus run as one compiled loop per
-  part in float32 where numba is present (vecmath.py's tanh and logistic: within a few
-  ulp of NumPy's); gelu without numba in cache-sized blocks of NumPy calls with in-place
+  form), silu, softplus and their backwards run as one compiled loop per part in float32
+  where numba is present (vecmath.py's tanh, logistic, exp and log1p: within a few ulp
+  of NumPy's); gelu without numba in cache-sized blocks of NumPy calls with in-place
   temporaries (equal up to rounding).
-  float32 attention without mask or bias takes each score row's softmax and the softmax
-  backward in one compiled pass (the products are the reference's), as does softmax's
-  backward over the last axis; float32 layer_norm and its backward run as compiled rows
-  (float64 statistics: within rounding of the reference).
+  float32 attention without mask or bias is one compiled call over the (batch, head)
+  pairs: each pair's products by the BLAS library's gemm, each score row's softmax and
+  its backward in one pass (softmax's backward over the last axis too); float32
+  layer_norm and its backward run as compiled rows (float64 statistics: within rounding
+  of the reference).
   fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
   Compiled loops run their parts on numba's native threads where they are ready
   (loops.run_parts), other blocks on the thread pool (threads.py). Big matrix products
-  run on BLAS's own threads, or split over the pool (parallel.matmul).
+  run on BLAS's own threads (or split over the pool), mid-size ones split on native
+  threads (parallel.matmul).
 Anything outside a kernel's fast case (dtypes, shapes) goes to the reference impl.
 """
 from __future__ import annotations
@@ -421,7 +424,11 @@ def specialize(node) -> Callable | None:
 # on one core): forward 6.4 -> 3.6 ms, backward 11.6 -> 7.1 ms; softmax's backward over
 # [16,4,64,64] 0.45 -> 0.19 ms. (softmax's forward stays NumPy's: over rows of 64 the
 # compiled rows took 1.18 ms against NumPy's 1.01, its four loops a row costing more
-# than NumPy's SIMD passes.)
+# than NumPy's SIMD passes.) The pairs on native threads, the gemm called from the loop,
+# against the batch split over the pool (its parts NumPy products and the compiled
+# rows): causal [4,512,8,64] on 2 cores, jitted, forward 12.7-13.1 -> 9.6-9.8 ms, forward
+# + backward 38-40 -> 30; W5 of benchmarks/suite.py on 16 cores 36.1 -> 29.9 ms (the
+# suite's runs just before and after the change).
 ATTN_MIN = 1 << 17    # score elements (B H T S) from which the reference's batch is split
 ATTN_PART = 1 << 15   # score elements a native thread takes at least
 _SOFTMAX_ROWS = """

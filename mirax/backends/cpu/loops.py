@@ -10,9 +10,8 @@ decided by the ops in the group:
 - float32 exp, tanh, logistic, sin, cos, log and log1p are taken as vecmath.py's
   branch-free versions, which LLVM vectorizes (within 1, 1.5, 2.5, 0.51, 0.51, 1 and 2.5
   ulp; a loop that meets a sin / cos argument beyond vecmath.SIN_LIMIT runs again with
-  libm's); the other
-  transcendental functions, and float64 ones, are not: numba calls scalar libm for
-  them, 3x (exp) to 60x (tanh) slower than NumPy's SIMD loops;
+  libm's); the other transcendental functions, and float64 ones, are not: numba calls
+  scalar libm for them, 3x (exp) to 60x (tanh) slower than NumPy's SIMD loops;
 - sums over the leading axes (bias gradients: `acc[j] += x[i, j]`, the order NumPy's
   axis-0 sum uses) or over the trailing ones, rows of at most ROW_SUM_MAX values (a row's
   values into a buffer, then NumPy's pairwise sum of them: 8 accumulators, the same
@@ -392,10 +391,9 @@ def gemm_source(dtype) -> str | None:
         return None
     it = "int64" if _gemm_found[name][1] else "int32"
     # (order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    args = ", ".join(["intc"] * 3 + [it] * 3 + [ty, "voidptr", it, "voidptr", it, ty,
-                                                  "voidptr", it])
+    args = ["intc"] * 3 + [it] * 3 + [ty, "voidptr", it, "voidptr", it, ty, "voidptr", it]
     return (f"\n\n_gemm = _nb.types.ExternalFunction('mirax_{name}', _nb.types.void(" +
-            ", ".join(f"_nb.types.{a}" for a in args.split(", ")) + "))\n")
+            ", ".join(f"_nb.types.{a}" for a in args) + "))\n")
 
 
 # the parts' wrapper of a `kernel(a, b, c, s, e)` over three arrays, to end its source

@@ -10,7 +10,10 @@ finish: a hand-off cost 40-50 us on 2 cores, and on 16 cores the parts queue for
 four, 4.5 on sixteen). So compiled loops (fusions, activations) split themselves into
 parts on numba's native threads instead, in one call (`Native` below): TBB's threads,
 which sleep when idle as the pool's workers do, so the two engines do not take each
-other's cores.
+other's cores. Compiled loops that need matrix products (convolutions' blocks, attention's
+(batch, head) pairs, parts of mid-size products) call the BLAS library's gemm themselves
+(`Blas.cblas`, loops.gemm_source), one BLAS thread each, so those kernels too are one
+call on native threads.
 
 The caller claims parts too, so it never waits on a worker that has not woken yet: on a
 machine whose cores are busy with other processes it may run every part itself. (An
