@@ -2,8 +2,12 @@
 blocked.py and loops.py): a plan's values are the same, bit for bit, at every thread count
 and on every run; against the unsplit NumPy call they are equal (elementwise, row-wise
 reductions, stacked products) or equal to rounding (reductions cut into parts)."""
+import io
 import os
+import subprocess
+import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -159,7 +163,8 @@ def _engine(knobs, native: bool):
     """Compiled loops on numba's native threads or on the pool, for one test."""
     knobs(cpu_native_threads=native)
     if native and not threads.native.ready():
-        pytest.skip("numba has no thread-safe threading layer here (the tbb package)")
+        pytest.skip("no native threads here (numba's TBB layer: the tbb package, and two "
+                    "CPUs or more)")
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["pool", "native"])
@@ -425,3 +430,53 @@ def test_a_forked_child_runs_compiled_loops(knobs, tmp_path):
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_cgroup_quota_caps_the_thread_count(monkeypatch):
+    """A container's CPU quota (cgroup v2 cpu.max, else v1's quota and period) caps the
+    threads, rounded up; "max" or -1 means no quota."""
+    files = {}
+
+    def fake_open(path, *args, **kwargs):
+        if path not in files:
+            raise FileNotFoundError(path)
+        return io.StringIO(files[path])
+    monkeypatch.setattr(threads, "open", fake_open, raising=False)
+    assert threads._cgroup_cpus() is None
+    files["/sys/fs/cgroup/cpu.max"] = "150000 100000\n"
+    assert threads._cgroup_cpus() == 2
+    files["/sys/fs/cgroup/cpu.max"] = "max 100000\n"
+    assert threads._cgroup_cpus() is None
+    files["/sys/fs/cgroup/cpu/cpu.cfs_quota_us"] = "50000\n"
+    files["/sys/fs/cgroup/cpu/cpu.cfs_period_us"] = "100000\n"
+    assert threads._cgroup_cpus() == 1
+    files["/sys/fs/cgroup/cpu/cpu.cfs_quota_us"] = "-1\n"
+    assert threads._cgroup_cpus() is None
+    files["/sys/fs/cgroup/cpu/cpu.cfs_quota_us"] = "400000\n"
+    assert threads.affinity() == min(4, len(os.sched_getaffinity(0)))
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="Linux only")
+def test_one_cpu_runs_parts_on_the_pool_and_exits(tmp_path):
+    """Pinned to one CPU (even asking for more threads), compiled loops run their parts
+    on the pool, not numba's TBB layer (which starts no workers there, and then hung at
+    the process's exit), with the right values; the process exits."""
+    pytest.importorskip("numba")
+    script = tmp_path / "one_cpu.py"
+    script.write_text(
+        "import os, sys\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        f"sys.path.insert(0, {str(Path(mx.__file__).parent.parent)!r})\n"
+        "import numpy as np, mirax as mx, mirax.numpy as mnp\n"
+        "from mirax.backends.cpu import threads\n"
+        "from mirax.core import config\n"
+        "x = np.linspace(-3, 3, 400_000, dtype=np.float32)\n"
+        "with config.override(cpu_threads=2):\n"
+        "    got = np.asarray(mx.jit(lambda x: mnp.tanh(x * 2.0) * x + 1.0)(x))\n"
+        "    assert not threads.native.ready()\n"
+        "assert np.allclose(got, np.tanh(x * 2) * x + 1, rtol=1e-6, atol=1e-6)\n"
+        "print('ok')\n")
+    env = dict(os.environ, MIRAX_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

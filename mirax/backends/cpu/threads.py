@@ -60,11 +60,34 @@ from mirax.core import config, profile_events
 
 
 def affinity() -> int:
-    """The number of cores this process may run on."""
+    """The number of cores this process may run on: its CPU affinity, capped by a cgroup
+    CPU quota (a container's `--cpus`), rounded up."""
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except AttributeError:   # not Linux
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpus()
+    return min(n, quota) if quota else n
+
+
+def _cgroup_cpus() -> int | None:
+    """The CPUs a cgroup quota allows (v2 cpu.max, v1 cfs_quota_us / cfs_period_us), or
+    None without one."""
+    for path, period in (("/sys/fs/cgroup/cpu.max", None),
+                         ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+                          "/sys/fs/cgroup/cpu/cpu.cfs_period_us")):
+        try:
+            with open(path) as f:
+                fields = f.read().split()
+            if period is not None:
+                with open(period) as f:
+                    fields.append(f.read().strip())
+            quota, every = int(fields[0]), int(fields[1])
+        except (OSError, ValueError, IndexError):   # no such file, or "max": no quota
+            continue
+        if quota > 0 and every > 0:
+            return max(1, -(-quota // every))
+    return None
 
 
 def n_threads() -> int:
@@ -220,6 +243,12 @@ class Native:
         return self._state
 
     def _launch(self) -> bool:
+        # With one CPU TBB starts no worker threads, and numba's TBB layer then hung at
+        # the process's exit (its exit handler waits on a task queued when it launched,
+        # which no thread ran: seen with the tests pinned to one core by `taskset`); one
+        # CPU has no parts to share out anyway
+        if affinity() < 2:
+            return False
         try:
             import numba
         except ImportError:
