@@ -244,25 +244,38 @@ def test_mid_size_products_split_on_native_threads(m, k, n, dtype, knobs, monkey
     """Products too small for BLAS's threads but worth several parts run on native
     threads, each part (columns of the output where it is wide, else rows) one call of the
     BLAS library's gemm, operands as stored (transposed views included): the dot products
-    of the whole call up to the rounding of k, the same bits on every run."""
+    of the whole call up to the rounding of k, the same bits on every run; one BLAS
+    thread while the parts run, the caller's count back after."""
     if not (threads.native.ready() and loops.available() and loops.gemm_source(dtype)):
         pytest.skip("no native threads or no CBLAS gemm")
-    ran = []
+    ran, blas_threads = [], []
     real = loops.run_parts
-    monkeypatch.setattr(loops, "run_parts", lambda src, args, starts, stops, t, **kw:
-                        ran.append(len(starts)) or real(src, args, starts, stops, t, **kw))
+
+    def spy(src, args, starts, stops, t, **kw):
+        ran.append(len(starts))
+        blas_threads.append(threads.blas.threads())
+        return real(src, args, starts, stops, t, **kw)
+    monkeypatch.setattr(loops, "run_parts", spy)
     x = RNG.standard_normal((m, k)).astype(dtype)
     w = RNG.standard_normal((k, n)).astype(dtype)
     tol = 4 * k * np.finfo(dtype).eps * np.max(np.abs(x)) * np.max(np.abs(w))
-    for t in (2, 3):
-        knobs(cpu_threads=t)
-        for a, b in ((x, w), (np.asfortranarray(x), w), (x, np.asfortranarray(w)),
-                     (np.asfortranarray(x), np.asfortranarray(w))):
-            ran.clear()
-            got = parallel.matmul(a, b)
-            assert ran == [t]
-            np.testing.assert_allclose(got, np.matmul(x, w), rtol=0, atol=tol)
-            np.testing.assert_array_equal(parallel.matmul(a, b), got)
+    before = threads.blas.current
+    threads.blas.set(2)   # called outside a plan: the caller's BLAS threads, 2 here
+    try:
+        for t in (2, 3):
+            knobs(cpu_threads=t)
+            for a, b in ((x, w), (np.asfortranarray(x), w), (x, np.asfortranarray(w)),
+                         (np.asfortranarray(x), np.asfortranarray(w))):
+                ran.clear()
+                got = parallel.matmul(a, b)
+                assert ran == [t]
+                np.testing.assert_allclose(got, np.matmul(x, w), rtol=0, atol=tol)
+                np.testing.assert_array_equal(parallel.matmul(a, b), got)
+        after = threads.blas.threads()
+    finally:
+        threads.blas.set(before)
+    if threads.blas.available:   # one BLAS thread while the parts call gemm, then back
+        assert set(blas_threads) == {1} and after == 2
 
 
 def test_plans_run_blas_on_one_thread_and_restore_the_count(monkeypatch):

@@ -311,7 +311,8 @@ def _conv(node):
         BLAS library's gemm (_CONV_PARTS); without that gemm, blocks on the pool, each
         thread a run of blocks in one buffer, `product(i, cols)` one NumPy call each."""
         if src is not None:
-            loops.run_parts(src, (x, w, y, forward, *args), *loops.bounds(blocks), threads())
+            loops.run_gemm_parts(src, (x, w, y, forward, *args), *loops.bounds(blocks),
+                                 threads())
             return
         kernel = loops.compiled(_IM2COL)
         t = min(threads(), len(blocks))
@@ -604,8 +605,8 @@ def _attention(q, k, v, *args, scale, is_causal, window, has_mask, has_bias,
     lse = np.empty((b, h, t), np.float32)
     (starts, stops), n = _attn_pairs(q, k)
     q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
-    loops.run_parts(src, (q, k, v, o, lse, np.float32(scale), bool(is_causal),
-                          *_window(window)), starts, stops, n, fn="forward_parts")
+    loops.run_gemm_parts(src, (q, k, v, o, lse, np.float32(scale), bool(is_causal),
+                               *_window(window)), starts, stops, n, fn="forward_parts")
     return [o, lse]
 
 
@@ -622,9 +623,9 @@ def _attention_bwd(ct, ct_lse, out, lse, q, k, v, *args, wrt, nout, scale, is_ca
     (starts, stops), n = _attn_pairs(q, k)
     ct, ct_lse, lse, q, k, v = (np.ascontiguousarray(a, np.float32)
                                 for a in (ct, ct_lse, lse, q, k, v))
-    loops.run_parts(src, (ct, ct_lse, lse, q, k, v, *grads, np.float32(scale),
-                          bool(is_causal), *_window(window)), starts, stops, n,
-                    fn="backward_parts")
+    loops.run_gemm_parts(src, (ct, ct_lse, lse, q, k, v, *grads, np.float32(scale),
+                               bool(is_causal), *_window(window)), starts, stops, n,
+                         fn="backward_parts")
     return [grads[i] for i in wrt]
 
 

@@ -427,6 +427,18 @@ def run_parts(src: str, args, starts, stops, threads: int, on_native: bool | Non
     return sum(pool.map(lambda i: kernel(*args, starts, stops, *runs[i]), len(runs)))
 
 
+def run_gemm_parts(src: str, args, starts, stops, threads: int,
+                   fn: str = "kernel_parts") -> int:
+    """run_parts for modules whose parts call `_gemm` (gemm_source), with one BLAS thread
+    while they run: a plan holds one already, but an eager call keeps the user's count,
+    and each part's call would then start the library's own threads too."""
+    prev = blas.enter()
+    try:
+        return run_parts(src, args, starts, stops, threads, fn=fn)
+    finally:
+        blas.exit(prev)
+
+
 def compile_single(node):
     """A kernel for one big elementwise node (not fused: no neighbour to fuse with) as a
     compiled loop of one op, or None. Arithmetic, comparisons, select and converts only

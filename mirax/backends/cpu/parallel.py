@@ -236,7 +236,8 @@ def _native_matmul(x, y):
     (a, ta, lda), (b, tb, ldb) = _stored(x), _stored(y)
     out = np.empty((m, n), dt)
     ps = _split(n if cols else m, t)
-    loops.run_parts(src, (a, b, out, ta, tb, lda, ldb, m, n, k, cols), *loops.bounds(ps), t)
+    loops.run_gemm_parts(src, (a, b, out, ta, tb, lda, ldb, m, n, k, cols), *loops.bounds(ps),
+                         t)
     return out
 
 
