@@ -1,4 +1,5 @@
-"""float32 exp, tanh, logistic, sin and cos that LLVM vectorizes inside numba loops.
+"""float32 exp, tanh, logistic, sin, cos, log and log1p that LLVM vectorizes inside numba
+loops.
 
 numba compiles `math.exp` / `np.tanh` on a float32 to a call of the C library's scalar
 function per element (a 1M-element tanh took 28 ms, against NumPy's SIMD loop's 0.4 ms),
@@ -12,12 +13,16 @@ Accuracy (tests/compiler/test_vecmath.py, against float64 over the whole float32
 and the special values): exp within 1 ulp of the exact result (denormal results
 included; NumPy's is within 2.5), tanh within 1.5 ulp (NumPy: 1.4), logistic within
 2.5 (three roundings after exp's); sin and cos within 0.51 ulp below SIN_LIMIT (1.6e6),
-libm's beyond (see below).
+libm's beyond (see below); log within 1 ulp (NumPy's float32 log measured 3.4 on the same
+samples), log1p within 2.5 (NumPy: 1.9). A 1M-element log takes 0.53 ms on one core
+(NumPy's SIMD loop 0.27): a loop with it wins by running on every core in one call.
 exp: Cody-Waite reduction x = n ln2 + r (ln2 in two parts), the degree-6 minimax
 polynomial of Cephes' expf for e^r, and 2^n applied in two halves (results down to the
 smallest denormal); tanh: Cephes' tanhf, an odd polynomial below |x| = 0.625 and
-1 - 2 / (e^2|x| + 1) above. No fast-math: every operation rounds as written, so the
-values are the same on every x86-64 CPU (with or without FMA, AVX2 or AVX-512).
+1 - 2 / (e^2|x| + 1) above; log: Cephes' logf (the mantissa in [sqrt(1/2), sqrt(2)) from
+the bit pattern, a degree-8 polynomial), log1p: log(w) x / (w - 1), w = 1 + x. No
+fast-math: every operation rounds as written, so the values are the same on every x86-64
+CPU (with or without FMA, AVX2 or AVX-512).
 
 Imported only by generated loop modules (loops.py), never at mirax's import: numba is
 optional. numba inlines each function into the loops that call it (inline="always"):
