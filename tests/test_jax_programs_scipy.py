@@ -27,7 +27,8 @@ def gp_program(jax, jnp):
         return jnp.exp(2 * params["log_amp"]) * jnp.exp(-0.5 * d ** 2)
 
     def nll(params, x, y):
-        k = kernel(params, x, x) + jnp.exp(2 * params["log_noise"]) * jnp.eye(x.shape[0])
+        k = kernel(params, x, x) + jnp.exp(2 * params["log_noise"]) * jnp.eye(x.shape[0],
+                                                                             dtype=x.dtype)
         c = jax.scipy.linalg.cho_factor(k, lower=True)
         alpha = jax.scipy.linalg.cho_solve(c, y)
         logdet = 2 * jnp.sum(jnp.log(jnp.diag(c[0])))
