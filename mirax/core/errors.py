@@ -165,3 +165,17 @@ def check_callable(f, op: str, what: str = "a function"):
     if not callable(f):
         raise TypeError(f"{op}: expected {what}, got {type(f).__name__} {f!r:.60}")
     return f
+
+
+def int_tuple(op: str, what: str, value) -> tuple[int, ...]:
+    """An int or a sequence of ints (argnums, static_argnums, ...) as a tuple, else a
+    TypeError naming the transform and the argument."""
+    try:
+        nums = (value,) if isinstance(value, int) else tuple(value)
+    except TypeError:   # not iterable
+        nums = (value,)
+    for a in nums:
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise TypeError(f"{op}: {what} must be an int or a sequence of ints, got "
+                            f"{value!r}")
+    return nums

@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from mirax.core.errors import check_callable, naming_errors
+from mirax.core.errors import check_callable, int_tuple, naming_errors
 from mirax.core import tree
 from mirax.core.array import Array
 from mirax.core.avals import ShapedArray
@@ -193,7 +193,7 @@ def arg_names_for(f, args, kwargs=None) -> list[str]:
 def make_graph(f, static_argnums=()):
     """`make_graph(f)(*args) -> Graph`: the traced program of f at these arguments."""
     check_callable(f, "make_graph")
-    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else static_argnums
+    static_argnums = int_tuple("make_graph", "static_argnums", static_argnums)
 
     @functools.wraps(f)
     def build(*args):

@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 from mirax.core import dtypes, tree
+from mirax.core.errors import int_tuple
 from mirax.core.trace import owned
 from mirax.ops.common import operand, short
 
 
 def check_argnums(name: str, argnums, nargs: int) -> tuple[int, ...]:
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
+    nums = int_tuple(name, "argnums", argnums)
     for a in nums:
-        if not isinstance(a, int) or isinstance(a, bool):
-            raise TypeError(f"{name}: argnums must be ints, got {a!r}")
         if not -nargs <= a < nargs:
             raise ValueError(f"{name}: argnums {argnums} is out of range for a function "
                              f"called with {nargs} positional arguments")

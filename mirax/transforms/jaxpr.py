@@ -15,6 +15,7 @@ import inspect
 
 from mirax.core import tree
 from mirax.core.array import Array
+from mirax.core.errors import int_tuple
 from mirax.graph.build import make_graph
 from mirax.graph.graph import Graph, Node
 from mirax.transforms.shape_eval import ShapeDtypeStruct
@@ -123,15 +124,7 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False):
     if axis_env:
         raise NotImplementedError("make_jaxpr: axis_env is not supported; trace the function "
                                   "under mx.vmap(..., axis_name=) instead")
-    try:
-        static = ((static_argnums,) if isinstance(static_argnums, int) else
-                  tuple(static_argnums))
-    except TypeError:
-        static = None
-    if static is None or not all(isinstance(i, int) and not isinstance(i, bool)
-                                 for i in static):
-        raise TypeError(f"make_jaxpr: static_argnums must be an int or a sequence of ints, "
-                        f"got {static_argnums!r}")
+    static = int_tuple("make_jaxpr", "static_argnums", static_argnums)
 
     @functools.wraps(fun)
     def jaxpr_maker(*args, **kwargs):

@@ -19,6 +19,7 @@ import numpy as np
 
 from mirax.core import axes as _axes, config, dtypes, profile_events, tree
 from mirax.core.array import Array, DeletedBuffer
+from mirax.core.errors import int_tuple
 from mirax.core.runtime import executable, nonhost_buffers as _nonhost
 from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
 from mirax.graph.build import arg_names_for, trace_to_graph
@@ -54,10 +55,12 @@ class Jitted:
         self.__name__ = getattr(f, "__name__", "f")
         self.__doc__ = getattr(f, "__doc__", None)
         self.__wrapped__ = f
-        as_tuple = (lambda v: (v,) if isinstance(v, (int, str)) else tuple(v))
-        self.static_argnums = as_tuple(static_argnums)
+        as_tuple = (lambda v: (v,) if isinstance(v, str) else tuple(v))   # (names)
+        self.static_argnums = int_tuple(f"jit({self.__name__})", "static_argnums",
+                                        static_argnums)
         self.static_argnames = as_tuple(static_argnames)
-        self.donate_argnums = as_tuple(donate_argnums)
+        self.donate_argnums = int_tuple(f"jit({self.__name__})", "donate_argnums",
+                                        donate_argnums)
         try:
             self.params = list(inspect.signature(f).parameters)
             _check_specs(f"jit({self.__name__})", inspect.signature(f), self.static_argnums,
@@ -277,9 +280,7 @@ def _check_specs(name, sig, static_argnums, static_argnames, donate_argnums, don
     npos = sum(k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
                for k in kinds)
     for what, nums in (("static_argnums", static_argnums), ("donate_argnums", donate_argnums)):
-        for i in nums:
-            if not isinstance(i, int) or isinstance(i, bool):
-                raise TypeError(f"{name}: {what} must be ints, got {i!r}")
+        for i in nums:   # (ints: errors.int_tuple)
             if inspect.Parameter.VAR_POSITIONAL not in kinds and not -npos <= i < npos:
                 raise ValueError(f"{name}: {what} {i} is out of range for a function of "
                                  f"{npos} positional parameters")

@@ -84,6 +84,21 @@ def test_argnums_and_vmap_errors():
         mx.vmap(lambda x: x, in_axes=2)(ones(3))
 
 
+@pytest.mark.parametrize("name,call", [
+    ("grad", lambda: mx.grad(lambda x: x.sum(), argnums=1.5)(ones(3))),
+    ("jacfwd", lambda: mx.jacfwd(lambda x: x, argnums="0")(ones(3))),
+    ("jit\\(<lambda>\\)", lambda: mx.jit(lambda x, s: x, static_argnums=1.5)),
+    ("jit\\(<lambda>\\)", lambda: mx.jit(lambda x: x, donate_argnums=[True])),
+    ("make_jaxpr", lambda: mx.make_jaxpr(lambda x: x, static_argnums=1.5)),
+    ("make_graph", lambda: mx.make_graph(lambda x: x, 1.5))])
+def test_argnums_that_are_not_ints_name_the_transform(name, call):
+    """One check for every transform's argnums / static_argnums / donate_argnums: a clear
+    TypeError naming it, not Python's "'float' object is not iterable"."""
+    with pytest.raises(TypeError, match=f"{name}: .*argnums must be an int or a sequence "
+                                        "of ints, got"):
+        call()
+
+
 def test_nothing_half_applied():
     """A failing op leaves no trace: the jit cache and inputs are untouched."""
     f = mx.jit(lambda x, y: x + y)
