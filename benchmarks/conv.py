@@ -5,7 +5,7 @@ medians; ratios mirax / peer (below 1: mirax faster).
 
 Shapes: the small ResNet of benchmarks/training.py (batch 16, 16x16, 16 channels), then
 wider and bigger ones, and a deep layer (256 channels). mirax's kernel:
-backends/cpu/kernels.py, `_conv`.
+backends/cpu/conv.py.
 
     python benchmarks/conv.py [--threads N] [--rounds 7]
 

@@ -6,7 +6,7 @@ import pytest
 
 import mirax as mx
 import mirax.numpy as mnp
-from mirax.backends.cpu import gathers, kernels, loops, norms
+from mirax.backends.cpu import attention, conv, gathers, kernels, loops, norms
 from mirax.compiler import optimize
 from mirax.core.avals import ShapedArray
 from mirax.graph.graph import Node, Var
@@ -302,9 +302,9 @@ def test_conv_kernel_matches_the_reference_at_every_thread_count(knobs, monkeypa
     elif loops.gemm_source(dtype) is None:
         pytest.skip("NumPy's BLAS has no CBLAS gemm symbol mirax finds")
     lshape, rshape, strides, padding, ld, rd = _CONVS[case]
-    monkeypatch.setattr(kernels, "CONV_BLOCK", 7 * rshape[1] * 8)
-    monkeypatch.setattr(kernels, "CONV_PARTIALS", 8 * 4096)   # clamps the weight gradients
-    monkeypatch.setattr(kernels, "CONV_DEPTH", 16)
+    monkeypatch.setattr(conv, "CONV_BLOCK", 7 * rshape[1] * 8)
+    monkeypatch.setattr(conv, "CONV_PARTIALS", 8 * 4096)   # clamps the weight gradients
+    monkeypatch.setattr(conv, "CONV_DEPTH", 16)
     rng = np.random.default_rng(case)
     lhs, rhs = rng.standard_normal(lshape).astype(dtype), rng.standard_normal(rshape).astype(dtype)
     params = dict(window_strides=strides, padding=padding, lhs_dilation=ld, rhs_dilation=rd,
@@ -335,9 +335,9 @@ def test_attention_kernel_matches_reference(knobs, monkeypatch, causal, window, 
     threads): outputs, logsumexp (+inf where a window leaves a query no key) and the
     gradients of both (all three, or a subset) against the NumPy reference impls, within
     float32 rounding of these O(1) values, and the same bits at 1, 2 and 3 threads."""
-    if kernels._attn_native((), False, False) is None:
+    if attention.native_source((), False, False) is None:
         pytest.skip("numba or a CBLAS gemm missing")
-    monkeypatch.setattr(kernels, "ATTN_PART", 1)   # a thread a pair
+    monkeypatch.setattr(attention, "ATTN_PART", 1)   # a thread a pair
     q = RNG.normal(size=(2, t, 3, 16)).astype(np.float32)
     k = RNG.normal(size=(2, s, 3, 16)).astype(np.float32)
     v = RNG.normal(size=(2, s, 3, 8)).astype(np.float32)

@@ -16,7 +16,7 @@ import mirax as mx
 import mirax.numpy as mnp
 from mirax.core import runtime
 cpu_backend = runtime.backend("cpu")
-from mirax.backends.cpu import blocked, kernels, loops, parallel, threads
+from mirax.backends.cpu import attention, blocked, kernels, loops, parallel, threads
 from mirax.compiler import optimize
 from mirax.core import config
 
@@ -326,9 +326,8 @@ def test_parts_do_not_depend_on_thread_count():
 
 
 def test_attention_split_over_the_batch(monkeypatch):
-    from mirax.backends.cpu import kernels
-    monkeypatch.setattr(kernels, "ATTN_MIN", 1)    # the reference's split (masks, biases)
-    monkeypatch.setattr(kernels, "ATTN_PART", 1)   # the compiled one's
+    monkeypatch.setattr(attention, "ATTN_MIN", 1)    # the reference's split (masks, biases)
+    monkeypatch.setattr(attention, "ATTN_PART", 1)   # the compiled one's
     q, k, v = (RNG.standard_normal((5, 16, 2, 8)).astype(np.float32) for _ in range(3))
 
     def f(q, k, v):

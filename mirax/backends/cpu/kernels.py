@@ -8,9 +8,9 @@ Two kinds, both computing what the reference impl computes:
   gradients) a compiled loop over the examples in parts (einsums on the pool without
   numba; W2 of benchmarks/suite.py, 128 products of 64 x 128: 0.31 ms as one einsum,
   0.13 as the loop on one thread), else one einsum; fusion: the
-  compiled or cache-blocked loops; 2-d convolutions: im2col in cache-sized blocks by a
-  compiled loop and a product per block, which the loop itself asks of the BLAS
-  library's gemm (loops.gemm_source), equal up to the products' rounding).
+  compiled or cache-blocked loops; 2-d convolutions (conv.py): im2col in cache-sized
+  blocks by a compiled loop and a product per block, which the loop itself asks of the
+  BLAS library's gemm (loops.gemm_source), equal up to the products' rounding).
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_select gathers rows and
   index_add scatters them with compiled loops where numba is present (gathers.py); without
   numba index_add adds each block of rows into the flat output with one 1-d `np.add.at`
@@ -19,8 +19,8 @@ Two kinds, both computing what the reference impl computes:
   where numba is present (vecmath.py's tanh, logistic, exp and log1p: within a few ulp
   of NumPy's); gelu without numba in cache-sized blocks of NumPy calls with in-place
   temporaries (equal up to rounding).
-  float32 attention without mask or bias is one compiled call over the (batch, head)
-  pairs: each pair's products by the BLAS library's gemm, each score row's softmax and
+  float32 attention without mask or bias (attention.py) is one compiled call over the
+  (batch, head) pairs: each pair's products by the BLAS library's gemm, each score row's softmax and
   its backward in one pass (softmax's backward over the last axis too); float32
   layer_norm and its backward run as compiled rows (float64 statistics: within rounding
   of the reference).
@@ -35,12 +35,11 @@ Anything outside a kernel's fast case (dtypes, shapes) goes to the reference imp
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable
 
 import numpy as np
-from mirax.backends.cpu import gathers, loops, norms
+from mirax.backends.cpu import attention, conv, gathers, loops, norms
 from mirax.core.primitive import registry
 from mirax.ops.graph_ops import valid_rows
 from mirax.ops.nn import split_affine
@@ -170,198 +169,7 @@ def _dot_general(node):
     return run
 
 
-# --- convolutions: im2col by a compiled loop, a block of rows at a time -----------------------
-# Rows r0.. of cols, one per (a, u0, u1); each row holds x[a, h, w, :] for every (v0, v1) at
-# (h, w) = u * su + v * sv - lo on the input grid dilated by ld (0 outside it, or between
-# its dilated entries). x is channels-last and contiguous: each (v0, v1) copies one run of z.
-# Without a dilated input (ld = 1) no division is left in the loop, and the rows' (a, u)
-# are counted up (the columns of benchmarks/training.py's ResNet, 16x16x16x16 by 3x3: 0.31
-# -> 0.14 ms on one core; its jitted forward conv on 2 cores 0.59-0.70 -> 0.50 ms).
-_IM2COL = """
-def kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld0, ld1):
-    h_n, w_n, z_n = x.shape[1], x.shape[2], x.shape[3]
-    plain = ld0 == 1 and ld1 == 1   # no dilated input: no divisions
-    q = r0
-    a, u = q // (u0_n * u1_n), q % (u0_n * u1_n)
-    u0, u1 = u // u1_n, u % u1_n
-    for r in range(cols.shape[0]):
-        row = cols[r]
-        for v0 in range(v0_n):
-            p0 = u0 * su0 + v0 * sv0 - lo0
-            if plain:
-                h = p0
-                inside = p0 >= 0 and h < h_n
-            else:
-                h = p0 // ld0
-                inside = p0 >= 0 and p0 % ld0 == 0 and h < h_n
-            for v1 in range(v1_n):
-                o = (v0 * v1_n + v1) * z_n
-                p1 = u1 * su1 + v1 * sv1 - lo1
-                if plain:
-                    w = p1
-                    hit = inside and p1 >= 0 and w < w_n
-                else:
-                    w = p1 // ld1
-                    hit = inside and p1 >= 0 and p1 % ld1 == 0 and w < w_n
-                if hit:
-                    src = x[a, h, w]
-                    for z in range(z_n):
-                        row[o + z] = src[z]
-                else:
-                    for z in range(z_n):
-                        row[o + z] = 0
-        u1 += 1   # the next row's (a, u0, u1)
-        if u1 == u1_n:
-            u1 = 0
-            u0 += 1
-            if u0 == u0_n:
-                u0 = 0
-                a += 1
-"""
-# Each part of the rows: its columns into a buffer of its own, then one BLAS product of
-# them, y[rows] = cols @ w (forward) or y[part] = cols^T @ w[rows] (a weight's gradient):
-# the parts on numba's native threads, one BLAS thread each, in one call from Python
-_CONV_PARTS = """
-
-
-@_parts
-def kernel_parts(x, w, y, forward, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1,
-                 ld0, ld1, starts, stops, p0, p1):
-    width, o = v0_n * v1_n * x.shape[3], w.shape[1]
-    one, zero = _np.DTYPE(1), _np.DTYPE(0)
-    for p in _nb.prange(p0, p1):
-        r0, r1 = starts[p], stops[p]
-        cols = _np.empty((r1 - r0, width), x.dtype)
-        kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld0, ld1)
-        if forward:   # (row-major, no transposes)
-            _gemm(101, 111, 111, r1 - r0, o, width, one, cols.ctypes.data, width,
-                  w.ctypes.data, o, zero, y[r0:r1].ctypes.data, o)
-        else:         # (row-major, cols transposed)
-            _gemm(101, 112, 111, width, o, r1 - r0, one, cols.ctypes.data, width,
-                  w[r0:r1].ctypes.data, o, zero, y[p].ctypes.data, o)
-    return 0
-"""
-CONV_BLOCK = 1 << 19   # bytes of columns a block (L2-sized: copied, then multiplied in cache)
-CONV_PARTIALS = 1 << 26   # bytes of a weight gradient's per-block products, at most
-CONV_DEPTH = 256   # rows a weight gradient's block has at least (its products' depth)
-# A thread takes a run of blocks with at least this much of the product's work (and as
-# much copying): the small ResNet's 16-channel forward (19 MFLOP) ran its 16 blocks on the
-# device's 16 cores in 0.95 ms, on 4 threads 0.50 ms (its training epoch 242 -> 157 ms)
-CONV_FLOPS_PER_THREAD = 1 << 22
-
-
-def _conv(node):
-    """2-d conv_general_dilated (one feature group, float32/64; numba present) as blocks
-    of im2col rows, each copied by a compiled loop (_IM2COL) into a cache-sized buffer and
-    multiplied there by one BLAS call: the blocks in one compiled call on numba's native
-    threads, which calls the BLAS library's gemm itself (_CONV_PARTS; without a CBLAS
-    symbol to call, NumPy's product of each block on the thread pool). It computes
-    out[b, o, P] = sum over c, K of x[b, c, P s + K d] w[o, c, K] (strides s, kernel
-    dilation d, on the padded, dilated input) in one of two orientations, as the
-    reference impl:
-    - the kernel has no more positions than the output (a forward pass, an input's
-      gradient): rows (b, P), columns (K, c), times w as [(K, c), o];
-    - else (a weight's gradient, whose "kernel" is the output's cotangent): rows (c, K),
-      columns (P, b); each block's transpose times its rows of w as [(c, K), o], the
-      blocks' products added in block order (blocks of a fixed size: the same values at
-      every thread count).
-    Either way the product comes out channels-last, and the columns (9x the input for a
-    3x3 kernel) never leave the cache. The reference impl copies all its columns with
-    NumPy (runs of the image's width) and multiplies channels-first.
-    `python benchmarks/conv.py --threads 2` (ms, jitted, 2 cores; before -> after, JAX):
-    16x16x16x16 -> 16 forward 1.58 -> 0.69 (0.39), forward + backward 4.13 -> 1.88
-    (1.61); 64x16x16x32 -> 32 9.02 -> 3.01 (2.54), 24.0 -> 12.8 (13.8); 32x32x32x64 -> 64
-    34.9 -> 17.1 (25.6), 160 -> 63 (144). The gemm called from the compiled blocks on
-    native threads (no hand-offs to the pool's Python threads, no GIL): 16x16x16x16 -> 16
-    forward 0.19-0.26 -> 0.125 ms, forward + backward 0.63-0.67 -> 0.44; 64x16x16x32 -> 32
-    1.3-1.9 -> 1.05-1.1, 4.1-4.2 -> 3.5-3.7 (2 cores, A/B pairs of a jitted conv
-    alone); 256 channels unchanged (6.0-6.4, 20)."""
-    lhs, rhs, out = node.inputs[0].aval, node.inputs[1].aval, node.outputs[0].aval
-    dt = np.dtype(lhs.dtype)
-    if dt not in _FAST or np.dtype(rhs.dtype) != dt or len(lhs.shape) != 4 or \
-            node.params["feature_group_count"] != 1 or 0 in (*lhs.shape, *rhs.shape,
-                                                             *out.shape) or \
-            not loops.available():
-        return None
-    p = node.params
-    s, d, ld = p["window_strides"], p["rhs_dilation"], p["lhs_dilation"]
-    lo = tuple(pad[0] for pad in p["padding"])
-    o, k_sp, out_sp = rhs.shape[0], tuple(rhs.shape[2:]), tuple(out.shape[2:])
-    forward = math.prod(k_sp) <= math.prod(out_sp)
-    # rows (a, u) by columns (v, z) of x as [a, h, w, z]
-    u_sp, v_sp, su, sv = (out_sp, k_sp, s, d) if forward else (k_sp, out_sp, d, s)
-    z = lhs.shape[1] if forward else lhs.shape[0]
-    rows = (lhs.shape[0] if forward else lhs.shape[1]) * math.prod(u_sp)
-    width = math.prod(v_sp) * z
-    block = max(1, CONV_BLOCK // (width * dt.itemsize))   # rows
-    args = (*u_sp, *v_sp, *su, *sv, *lo, *ld)
-    flops = 2 * rows * width * o
-
-    def threads() -> int:
-        """The threads the convolution's product pays for (CONV_FLOPS_PER_THREAD each)."""
-        return max(1, min(n_threads(), flops // CONV_FLOPS_PER_THREAD))
-
-    gemm = loops.gemm_source(dt)
-    src = None if gemm is None else \
-        _IM2COL + gemm + _CONV_PARTS.replace("DTYPE", dt.name)
-
-    def on_threads(blocks, x, w, y, forward, product):
-        """The product of each block of rows, its columns copied first: in one call on
-        native threads, each block's columns in a buffer of its own and one call of the
-        BLAS library's gemm (_CONV_PARTS); without that gemm, blocks on the pool, each
-        thread a run of blocks in one buffer, `product(i, cols)` one NumPy call each."""
-        if src is not None:
-            loops.run_gemm_parts(src, (x, w, y, forward, *args), *loops.bounds(blocks),
-                                 threads())
-            return
-        kernel = loops.compiled(_IM2COL)
-        t = min(threads(), len(blocks))
-        runs = parts(len(blocks), -(-len(blocks) // t))
-
-        def work(j):
-            buf = np.empty((blocks[0][1] - blocks[0][0], width), dt)   # the longest
-            for i in range(*runs[j]):
-                r0, r1 = blocks[i]
-                kernel(x, buf[:r1 - r0], r0, *args)
-                product(i, buf[:r1 - r0])
-        pool.map(work, len(runs))
-
-    if forward:
-        def run(x, w):
-            wm = np.ascontiguousarray(w.transpose(2, 3, 1, 0).reshape(width, o))
-            y = np.empty((rows, o), dt)
-            # as many blocks as the threads (or a multiple), each at most `block` rows (each
-            # row is its own dot products: the split does not change the values)
-            t = threads()
-            n = -(-max(t, -(-rows // block)) // t) * t
-            blocks = parts(rows, max(-(-rows // n), parallel.MIN_ROWS))
-            on_threads(blocks, np.ascontiguousarray(x.transpose(0, 2, 3, 1)), wm, y, True,
-                       lambda i, cols: np.matmul(cols, wm, out=y[slice(*blocks[i])]))
-            return y.reshape((-1,) + out_sp + (o,)).transpose(0, 3, 1, 2)
-        return run
-
-    # blocks of a size fixed by the shapes (the sum over them is the same at any thread
-    # count), deep enough for an efficient product and few enough that their products
-    # [width, o] fit in CONV_PARTIALS (8x14x14, 256 -> 256 channels, 3x3, forward +
-    # backward on one thread: blocks of 59 rows took 98.5 ms against the reference's 78.3;
-    # blocks of 256 rows 73.9), and no deeper than that where the partials allow: the
-    # small ResNet's 16-channel weight gradient (4,096 rows) in 16 blocks rather than 5 of
-    # 910 (L2-sized), whose 3 + 2 on 2 threads took 0.164-0.169 ms a call in the training
-    # step's profile, 16 blocks 0.112-0.116
-    most = max(1, CONV_PARTIALS // (width * o * dt.itemsize))
-    blocks = parts(rows, max(CONV_DEPTH, -(-rows // most)))
-
-    def run_weight_grad(x, w):
-        wm = np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(rows, o))
-        y = np.empty((len(blocks), width, o), dt)
-        on_threads(blocks, np.ascontiguousarray(x.transpose(1, 2, 3, 0)), wm, y, False,
-                   lambda i, cols: np.matmul(cols.T, wm[slice(*blocks[i])], out=y[i]))
-        y = y.sum(0) if len(blocks) > 1 else y[0]
-        return y.reshape(out_sp + (z, o)).transpose(2, 3, 0, 1)
-    return run_weight_grad
-
-
-_SPECIALIZE = {"dot_general": _dot_general, "conv_general_dilated": _conv,
+_SPECIALIZE = {"dot_general": _dot_general, "conv_general_dilated": conv.kernel,
                "reduce_sum": parallel.reduction,
                "reduce_max": parallel.reduction, "reduce_min": parallel.reduction}
 
@@ -410,227 +218,8 @@ def specialize(node) -> Callable | None:
     return make(node) if make is not None else None
 
 
-# --- attention ------------------------------------------------------------------------------
-# float32 attention without a mask or bias (causal and sliding windows allowed), numba
-# present and the BLAS library's gemm callable from compiled code (loops.gemm_source): one
-# compiled call over the (batch, head) pairs on numba's native threads, each pair alone:
-# its products by the library's gemm reading q, k, v and writing the outputs in place (a
-# head's rows are strided by H D: no transposed copies), the softmax of each score row in
-# one compiled pass (vecmath's exp) instead of four to eight NumPy passes. A row is its
-# [lo, hi) of attended keys; as the reference, a row's max counts as 0 where it is not
-# finite. The backward takes P = exp(score - lse) from the forward's logsumexp (`given`):
-# one pass a row, no statistics recomputed. The values of a pair do not depend on the
-# thread count. Otherwise (masks, biases, float64) the reference impls, the batch split
-# over the thread pool. Measured, the compiled rows alone ([8,128,4,64] causal attention
-# on one core): forward 6.4 -> 3.6 ms, backward 11.6 -> 7.1 ms; softmax's backward over
-# [16,4,64,64] 0.45 -> 0.19 ms. (softmax's forward stays NumPy's: over rows of 64 the
-# compiled rows took 1.18 ms against NumPy's 1.01, its four loops a row costing more
-# than NumPy's SIMD passes.) The pairs on native threads, the gemm called from the loop,
-# against the batch split over the pool (its parts NumPy products and the compiled
-# rows): causal [4,512,8,64] on 2 cores, jitted, forward 12.7-13.1 -> 9.6-9.8 ms, forward
-# + backward 38-40 -> 30; W5 of benchmarks/suite.py on 16 cores 36.1 -> 29.9 ms (the
-# suite's runs just before and after the change).
-ATTN_MIN = 1 << 17    # score elements (B H T S) from which the reference's batch is split
-ATTN_PART = 1 << 15   # score elements a native thread takes at least
-_SOFTMAX_ROWS = """
-def kernel(s, p, lse, rows_per_head, causal, window, wl, wr, given):
-    inf = _np.float32(_np.inf)
-    for r in range(s.shape[0]):
-        t = r % rows_per_head
-        lo, hi = 0, s.shape[1]
-        if causal:
-            hi = min(hi, t + 1)
-        if window:
-            lo, hi = max(lo, t - wl), min(hi, t + wr + 1)
-        row, out = s[r], p[r]
-        out[:] = 0
-        if lo >= hi:
-            if not given:
-                lse[r] = inf
-            continue
-        seg, dst = row[lo:hi], out[lo:hi]
-        if given:
-            l = lse[r]
-            for i in range(seg.size):
-                dst[i] = _exp32(seg[i] - l)
-            continue
-        m = seg[0]
-        for i in range(seg.size):
-            m = max(m, seg[i])
-        if not _np.isfinite(m):
-            m = _np.float32(0.0)
-        for i in range(seg.size):
-            dst[i] = _exp32(seg[i] - m)
-        total = 0.0   # float64: a long row's sum keeps float32's precision
-        for i in range(seg.size):
-            total += dst[i]
-        inv = _np.float32(1.0 / total)
-        for i in range(seg.size):
-            dst[i] *= inv
-        lse[r] = m + _np.log(total)
-"""
-# ds = P (dP - <dP, P> + ct_lse) a row (into dp's buffer where ds is dp: each element is
-# read before it is written)
-_SOFTMAX_ROWS_BWD = """
-def kernel(p, dp, ct_lse, ds):
-    for r in range(p.shape[0]):
-        prow, drow, out = p[r], dp[r], ds[r]
-        delta = 0.0   # float64, as the forward's sum
-        for i in range(prow.size):
-            delta += prow[i] * drow[i]
-        c = _np.float32(ct_lse[r] - delta)
-        for i in range(prow.size):
-            out[i] = prow[i] * (drow[i] + c)
-"""
-# gemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc): row-major 101,
-# no transpose 111, transpose 112; a head (b, h) of x [B, L, H, D] is x[b, 0, h] with rows
-# H D apart
-_ATTN_PARTS = """
-
-@_parts
-def forward_parts(q, k, v, o, lse, scale, causal, window, wl, wr, starts, stops, p0, p1):
-    h_n, t_n, d, s_n, dv = q.shape[2], q.shape[1], q.shape[3], k.shape[1], v.shape[3]
-    zero, one = _np.float32(0), _np.float32(1)
-    for p in _nb.prange(p0, p1):
-        s = _np.empty((t_n, s_n), _np.float32)
-        pr = _np.empty((t_n, s_n), _np.float32)
-        for bh in range(starts[p], stops[p]):
-            b, h = bh // h_n, bh % h_n
-            _gemm(101, 111, 112, t_n, s_n, d, scale, q[b, 0, h].ctypes.data, h_n * d,
-                  k[b, 0, h].ctypes.data, h_n * d, zero, s.ctypes.data, s_n)
-            kernel(s, pr, lse[b, h], t_n, causal, window, wl, wr, False)
-            _gemm(101, 111, 111, t_n, dv, s_n, one, pr.ctypes.data, s_n,
-                  v[b, 0, h].ctypes.data, h_n * dv, zero, o[b, 0, h].ctypes.data, h_n * dv)
-    return 0
-
-
-@_parts
-def backward_parts(ct, ct_lse, lse, q, k, v, dq, dk, dv, scale, causal, window, wl, wr,
-                   starts, stops, p0, p1):
-    h_n, t_n, d, s_n, e = q.shape[2], q.shape[1], q.shape[3], k.shape[1], v.shape[3]
-    zero, one = _np.float32(0), _np.float32(1)
-    for p in _nb.prange(p0, p1):
-        pr = _np.empty((t_n, s_n), _np.float32)
-        ds = _np.empty((t_n, s_n), _np.float32)
-        for bh in range(starts[p], stops[p]):
-            b, h = bh // h_n, bh % h_n
-            qp, kp, cp = q[b, 0, h].ctypes.data, k[b, 0, h].ctypes.data, ct[b, 0, h].ctypes.data
-            # P = exp(q k^T scale - lse); dV = P^T dO
-            _gemm(101, 111, 112, t_n, s_n, d, scale, qp, h_n * d, kp, h_n * d, zero,
-                  ds.ctypes.data, s_n)
-            kernel(ds, pr, lse[b, h], t_n, causal, window, wl, wr, True)
-            if dv.shape[0]:
-                _gemm(101, 112, 111, s_n, e, t_n, one, pr.ctypes.data, s_n, cp, h_n * e, zero,
-                      dv[b, 0, h].ctypes.data, h_n * e)
-            # dP = dO v^T, then dS in its place; dQ = dS k scale, dK = dS^T q scale
-            _gemm(101, 111, 112, t_n, s_n, e, one, cp, h_n * e, v[b, 0, h].ctypes.data,
-                  h_n * e, zero, ds.ctypes.data, s_n)
-            rows_bwd(pr, ds, ct_lse[b, h], ds)
-            if dq.shape[0]:
-                _gemm(101, 111, 111, t_n, d, s_n, scale, ds.ctypes.data, s_n, kp, h_n * d,
-                      zero, dq[b, 0, h].ctypes.data, h_n * d)
-            if dk.shape[0]:
-                _gemm(101, 112, 111, s_n, d, t_n, scale, ds.ctypes.data, s_n, qp, h_n * d,
-                      zero, dk[b, 0, h].ctypes.data, h_n * d)
-    return 0
-"""
-
-
-@functools.cache
-def _attn_source():
-    """The compiled attention's module source, or None without the BLAS library's gemm."""
-    gemm = loops.gemm_source(np.float32)
-    if gemm is None:
-        return None
-    rows_bwd = _SOFTMAX_ROWS_BWD.replace("def kernel(", "def rows_bwd(")
-    return (_SOFTMAX_ROWS + '\n\n@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")' +
-            rows_bwd + gemm + _ATTN_PARTS)
-
-
-def _attn_pairs(q, k):
-    """The parts of the (batch, head) pairs, as run_parts takes them, and the threads."""
-    b, t, h, _ = q.shape
-    pairs = b * h
-    n = max(1, min(n_threads(), pairs, pairs * t * k.shape[1] // ATTN_PART))
-    return loops.bounds(parts(pairs, -(-pairs // n))), n
-
-
-def _attn_native(arrays, has_mask, has_bias):
-    """The compiled attention's source where it applies to these operands, else None."""
-    if has_mask or has_bias or not all(np.dtype(a.dtype) == np.float32 for a in arrays) or \
-            any(0 in a.shape for a in arrays) or not loops.available():
-        return None
-    return _attn_source()
-
-
-def _by_batch(impl, lead: int):
-    """A kernel running `impl` on parts of the batch (axis 0 of q, argument `lead`) on the
-    thread pool: every (batch, head) is computed alone, so the values are bitwise those of
-    the whole call. With a bias the whole call (its gradient sums over the batch)."""
-    def run(*args, **params):
-        q, k = args[lead], args[lead + 1]
-        b = q.shape[0]
-        t = min(chain_threads(), b)
-        if t <= 1 or params["has_bias"] or q.shape[0] * q.shape[1] * q.shape[2] * \
-                k.shape[1] < ATTN_MIN:
-            return impl(*args, **params)
-        ps = parts(b, -(-b // t))
-        outs = pool.map(lambda i: impl(*(a[ps[i][0]:ps[i][1]] if np.ndim(a) and
-                                         a.shape[0] == b else a for a in args), **params),
-                        len(ps), t)
-        if isinstance(outs[0], list):
-            return [np.concatenate([o[j] for o in outs]) for j in range(len(outs[0]))]
-        return np.concatenate(outs)
-    return run
-
-
-_attention_ref = _by_batch(registry["dot_product_attention"].impl, 0)
-_attention_bwd_ref = _by_batch(registry["dot_product_attention_bwd"].impl, 2)
-
-
-def _window(window):
-    wl, wr = window if window is not None else (0, 0)
-    return window is not None, int(wl), int(wr)
-
-
-def _attention(q, k, v, *args, scale, is_causal, window, has_mask, has_bias,
-               precision="default"):
-    src = _attn_native((q, k, v), has_mask, has_bias)
-    if src is None:
-        return _attention_ref(q, k, v, *args, scale=scale, is_causal=is_causal,
-                              window=window, has_mask=has_mask, has_bias=has_bias,
-                              precision=precision)
-    b, t, h, _ = q.shape
-    o = np.empty((b, t, h, v.shape[3]), np.float32)
-    lse = np.empty((b, h, t), np.float32)
-    (starts, stops), n = _attn_pairs(q, k)
-    q, k, v = (np.ascontiguousarray(a) for a in (q, k, v))
-    loops.run_gemm_parts(src, (q, k, v, o, lse, np.float32(scale), bool(is_causal),
-                               *_window(window)), starts, stops, n, fn="forward_parts")
-    return [o, lse]
-
-
-def _attention_bwd(ct, ct_lse, out, lse, q, k, v, *args, wrt, nout, scale, is_causal,
-                   window, has_mask, has_bias, precision="default"):
-    src = _attn_native((q, k, v, ct), has_mask, has_bias)
-    if src is None:
-        return _attention_bwd_ref(ct, ct_lse, out, lse, q, k, v, *args, wrt=wrt, nout=nout,
-                                  scale=scale, is_causal=is_causal, window=window,
-                                  has_mask=has_mask, has_bias=has_bias, precision=precision)
-    none = np.empty((0, 1, 1, 1), np.float32)   # a gradient not asked for
-    grads = [np.empty(a.shape, np.float32) if i in wrt else none
-             for i, a in enumerate((q, k, v))]
-    (starts, stops), n = _attn_pairs(q, k)
-    ct, ct_lse, lse, q, k, v = (np.ascontiguousarray(a, np.float32)
-                                for a in (ct, ct_lse, lse, q, k, v))
-    loops.run_gemm_parts(src, (ct, ct_lse, lse, q, k, v, *grads, np.float32(scale),
-                               bool(is_causal), *_window(window)), starts, stops, n,
-                         fn="backward_parts")
-    return [grads[i] for i in wrt]
-
-
-NATIVE["dot_product_attention"] = _attention
-NATIVE["dot_product_attention_bwd"] = _attention_bwd
+NATIVE["dot_product_attention"] = attention.forward
+NATIVE["dot_product_attention_bwd"] = attention.backward
 
 
 # --- row-wise composites: rows split over the thread pool -----------------------------------
@@ -686,7 +275,7 @@ def _softmax_bwd(ct, y, x, *, wrt, nout, axes):
     d = x.shape[-1]
     shape = (x.size // d, d)
     out = np.empty(shape, np.float32)
-    loops.compiled(_SOFTMAX_ROWS_BWD)(np.ascontiguousarray(y).reshape(shape),
+    loops.compiled(attention.SOFTMAX_ROWS_BWD)(np.ascontiguousarray(y).reshape(shape),
                                       np.ascontiguousarray(ct).reshape(shape),
                                       np.zeros(shape[0], np.float32), out)
     return [out.reshape(x.shape)]   # y (ct - <ct, y>)
