@@ -84,7 +84,7 @@ def kernel(p, dp, ct_lse, ds):
         for i in range(prow.size):
             out[i] = prow[i] * (drow[i] + c)
 """
-# gemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc): row-major 101,
+# _gemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) (loops.gemm_source):
 # no transpose 111, transpose 112; a head (b, h) of x [B, L, H, D] is x[b, 0, h] with rows
 # H D apart
 _ATTN_PARTS = """
@@ -95,8 +95,8 @@ def probs(q, k, b, h, scale, scores, p, lse, causal, window, wl, wr, given):
     # the pair's probabilities into p (its scores q k^T scale into `scores` first); its
     # logsumexp into lse, or (`given`) P = exp(score - lse)
     h_n, t_n, d, s_n = q.shape[2], q.shape[1], q.shape[3], k.shape[1]
-    _gemm(101, 111, 112, t_n, s_n, d, scale, q[b, 0, h].ctypes.data, h_n * d,
-          k[b, 0, h].ctypes.data, h_n * d, _np.float32(0), scores.ctypes.data, s_n)
+    _gemm(111, 112, t_n, s_n, d, scale, q[b, 0, h], h_n * d, k[b, 0, h], h_n * d,
+          _np.float32(0), scores, s_n)
     kernel(scores, p, lse[b, h], t_n, causal, window, wl, wr, given)
 
 
@@ -110,8 +110,8 @@ def forward_parts(q, k, v, o, lse, scale, causal, window, wl, wr, starts, stops,
         for bh in range(starts[p], stops[p]):
             b, h = bh // h_n, bh % h_n
             probs(q, k, b, h, scale, s, pr, lse, causal, window, wl, wr, False)
-            _gemm(101, 111, 111, t_n, dv, s_n, one, pr.ctypes.data, s_n,
-                  v[b, 0, h].ctypes.data, h_n * dv, zero, o[b, 0, h].ctypes.data, h_n * dv)
+            _gemm(111, 111, t_n, dv, s_n, one, pr, s_n, v[b, 0, h], h_n * dv, zero,
+                  o[b, 0, h], h_n * dv)
     return 0
 
 
@@ -125,22 +125,21 @@ def backward_parts(ct, ct_lse, lse, q, k, v, dq, dk, dv, scale, causal, window, 
         ds = _np.empty((t_n, s_n), _np.float32)
         for bh in range(starts[p], stops[p]):
             b, h = bh // h_n, bh % h_n
-            qp, kp, cp = q[b, 0, h].ctypes.data, k[b, 0, h].ctypes.data, ct[b, 0, h].ctypes.data
+            qh, kh, ch = q[b, 0, h], k[b, 0, h], ct[b, 0, h]
             # P = exp(q k^T scale - lse) (ds as the scores' buffer); dV = P^T dO
             probs(q, k, b, h, scale, ds, pr, lse, causal, window, wl, wr, True)
             if dv.shape[0]:
-                _gemm(101, 112, 111, s_n, e, t_n, one, pr.ctypes.data, s_n, cp, h_n * e, zero,
-                      dv[b, 0, h].ctypes.data, h_n * e)
+                _gemm(112, 111, s_n, e, t_n, one, pr, s_n, ch, h_n * e, zero, dv[b, 0, h],
+                      h_n * e)
             # dP = dO v^T, then dS in its place; dQ = dS k scale, dK = dS^T q scale
-            _gemm(101, 111, 112, t_n, s_n, e, one, cp, h_n * e, v[b, 0, h].ctypes.data,
-                  h_n * e, zero, ds.ctypes.data, s_n)
+            _gemm(111, 112, t_n, s_n, e, one, ch, h_n * e, v[b, 0, h], h_n * e, zero, ds, s_n)
             rows_bwd(pr, ds, ct_lse[b, h], ds)
             if dq.shape[0]:
-                _gemm(101, 111, 111, t_n, d, s_n, scale, ds.ctypes.data, s_n, kp, h_n * d,
-                      zero, dq[b, 0, h].ctypes.data, h_n * d)
+                _gemm(111, 111, t_n, d, s_n, scale, ds, s_n, kh, h_n * d, zero, dq[b, 0, h],
+                      h_n * d)
             if dk.shape[0]:
-                _gemm(101, 112, 111, s_n, d, t_n, scale, ds.ctypes.data, s_n, qp, h_n * d,
-                      zero, dk[b, 0, h].ctypes.data, h_n * d)
+                _gemm(112, 111, s_n, d, t_n, scale, ds, s_n, qh, h_n * d, zero, dk[b, 0, h],
+                      h_n * d)
     return 0
 """
 

@@ -74,12 +74,10 @@ def kernel_parts(x, w, y, forward, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, l
         r0, r1 = starts[p], stops[p]
         cols = _np.empty((r1 - r0, width), x.dtype)
         kernel(x, cols, r0, u0_n, u1_n, v0_n, v1_n, su0, su1, sv0, sv1, lo0, lo1, ld0, ld1)
-        if forward:   # (row-major, no transposes)
-            _gemm(101, 111, 111, r1 - r0, o, width, one, cols.ctypes.data, width,
-                  w.ctypes.data, o, zero, y[r0:r1].ctypes.data, o)
-        else:         # (row-major, cols transposed)
-            _gemm(101, 112, 111, width, o, r1 - r0, one, cols.ctypes.data, width,
-                  w[r0:r1].ctypes.data, o, zero, y[p].ctypes.data, o)
+        if forward:   # (no transposes)
+            _gemm(111, 111, r1 - r0, o, width, one, cols, width, w, o, zero, y[r0:r1], o)
+        else:         # (cols transposed)
+            _gemm(112, 111, width, o, r1 - r0, one, cols, width, w[r0:r1], o, zero, y[p], o)
     return 0
 """
 CONV_BLOCK = 1 << 19   # bytes of columns a block (L2-sized: copied, then multiplied in cache)

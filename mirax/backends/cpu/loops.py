@@ -375,11 +375,16 @@ _gemm_found: dict = {}
 
 
 def gemm_source(dtype) -> str | None:
-    """Source that declares `_gemm`, the CBLAS gemm of `dtype` (float32 / float64) of the
-    BLAS library NumPy calls, for a generated module's kernels (after its `kernel`): they
-    call it on buffers of their own, without the GIL, on any thread. The symbol is bound
-    by name (mirax_cblas_sgemm / _dgemm), so a kernel compiled into the disk cache finds
-    it in the next process too. None where the library has no CBLAS we can reach."""
+    """Source that declares `_gemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+    ldc)`, row-major, a, b, c arrays (or views: their first element is the matrix's), the
+    CBLAS gemm of `dtype` (float32 / float64) of the BLAS library NumPy calls, for a
+    generated module's kernels (after its `kernel`): they call it on buffers of their own,
+    without the GIL, on any thread. It takes arrays, not pointers, so that an array the
+    kernel made stays alive until the library is done with it (numba frees an array after
+    its last use, and a pointer taken from it is not one: a convolution block's columns,
+    made in the parallel loop, were freed before the product read them). The symbol is
+    bound by name (mirax_cblas_sgemm / _dgemm), so a kernel compiled into the disk cache
+    finds it in the next process too. None where the library has no CBLAS we can reach."""
     name, ty = _GEMMS[np.dtype(dtype)]
     if name not in _gemm_found:
         found = blas.cblas(name)
@@ -392,8 +397,18 @@ def gemm_source(dtype) -> str | None:
     it = "int64" if _gemm_found[name][1] else "int32"
     # (order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
     args = ["intc"] * 3 + [it] * 3 + [ty, "voidptr", it, "voidptr", it, ty, "voidptr", it]
-    return (f"\n\n_gemm = _nb.types.ExternalFunction('mirax_{name}', _nb.types.void(" +
-            ", ".join(f"_nb.types.{a}" for a in args) + "))\n")
+    return (f"\n\n_cblas_gemm = _nb.types.ExternalFunction('mirax_{name}', _nb.types.void(" +
+            ", ".join(f"_nb.types.{a}" for a in args) + "))\n" + _GEMM_ARRAYS)
+
+
+# row-major 101; transa / transb: no transpose 111, transpose 112
+_GEMM_ARRAYS = """
+
+@_nb.njit(cache=__CACHE__, nogil=True)
+def _gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    _cblas_gemm(101, ta, tb, m, n, k, alpha, a.ctypes.data, lda, b.ctypes.data, ldb, beta,
+                c.ctypes.data, ldc)
+"""
 
 
 # the parts' wrapper of a `kernel(a, b, c, s, e)` over three arrays, to end its source

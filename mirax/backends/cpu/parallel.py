@@ -43,20 +43,15 @@ MIN_ROWS = 32        # a product is split into parts of at least this many rows 
 # The W3 Hessian-vector product's 64 x 256 x 384 products (12.6 MFLOP) had run on one
 # thread: 0.18-0.22 ms each on the 16-core Xeon while JAX's whole step took 1.4-2.6 ms.
 NATIVE_GEMM_FLOPS = 1 << 21
-# C[:, s:e] = A B[:, s:e] (`cols`) or C[s:e] = A[s:e] B; a, b as stored (row-major, or
-# transposed: trans 112), c row-major; offsets in elements of the stored arrays
+# C[:, s:e] = A B[:, s:e] (`cols`) or C[s:e] = A[s:e] B; a, b C- or F-contiguous (trans
+# 111 or 112: row-major, as BLAS reads them, or their transposes), c C-contiguous
 _GEMM_PARTS = """
 def kernel(a, b, c, ta, tb, lda, ldb, m, n, k, cols, s, e):
     one, zero = _np.DTYPE(1), _np.DTYPE(0)
-    z = c.itemsize
     if cols:
-        bo = s * ldb if tb == 112 else s
-        _gemm(101, ta, tb, m, e - s, k, one, a.ctypes.data, lda, b.ctypes.data + bo * z,
-              ldb, zero, c.ctypes.data + s * z, n)
+        _gemm(ta, tb, m, e - s, k, one, a, lda, b[:, s:e], ldb, zero, c[:, s:e], n)
     else:
-        ao = s if ta == 112 else s * lda
-        _gemm(101, ta, tb, e - s, n, k, one, a.ctypes.data + ao * z, lda, b.ctypes.data,
-              ldb, zero, c.ctypes.data + s * n * z, n)
+        _gemm(ta, tb, e - s, n, k, one, a[s:e], lda, b, ldb, zero, c[s:e], n)
     return 0
 """
 _GEMM_PARTS_WRAP = """
