@@ -104,7 +104,8 @@ _declare("cpu_malloc", str, "reuse", "CPU plan outputs: reuse (memory glibc keep
 _declare("cache_dir", str, str(Path.home() / ".cache" / "mirax"),
          "on-disk cache of compiled kernels")
 _declare("cuda_graphs", str, "auto", "capture CUDA plans as CUDA graphs: auto (launch-bound "
-         "plans), 1 (always), 0 (never)", choices=("auto", "1", "0", "on", "off"))
+         "plans, kept where their replays measure faster), 1 (always), 0 (never)",
+         choices=("auto", "1", "0", "on", "off"))
 _declare("cuda_strict", bool, False, "CUDA: raise instead of falling back to the host for a "
          "primitive without a native kernel")
 _declare("cpu_devices", int, 1, "CPU devices in this process, for pmap / shard_map over "

@@ -172,6 +172,26 @@ def test_auto_mode_leaves_a_plan_of_big_arrays_plain(knobs, monkeypatch):
     assert plan.state == "off" and plan.cuda_graph is None, plan.measured
 
 
+def test_auto_mode_drops_a_graph_that_replays_slower(knobs, monkeypatch):
+    """The trial after a capture: a GPU-bound plan let through the rule before it (its
+    margins opened wide) replays slower than it runs plain: its copies in and out of 512
+    MiB each (2 GiB of traffic, about 0.6 ms) cost more than its host time (a launch:
+    0.02-0.36 ms measured, the latter in the whole suite); the graph is dropped and the
+    plan stays plain, with the plain plan's values on every call."""
+    knobs(cuda_graphs="auto")
+    monkeypatch.setattr(graphs, "LAUNCH_BOUND", 0.0)
+    monkeypatch.setattr(graphs, "COPIES", float("inf"))
+    x = cp.random.default_rng(1).standard_normal((32768, 4096), dtype=cp.float32)
+    plan, bufs = _plan(lambda x: mx.nn.softmax(x, axis=-1), mx.asarray(x))
+    want = plan(*bufs)[0]
+    dropped, captured = graphs.stats["dropped"], graphs.stats["captured"]
+    for _ in range(graphs.WARMUP + 2 * graphs.MEASURED + 2):
+        assert bool(cp.array_equal(plan(*bufs)[0], want))
+    assert graphs.stats["captured"] == captured + 1, graphs.failures
+    assert graphs.stats["dropped"] == dropped + 1, (plan.measured, plan.replayed)
+    assert plan.state == "off" and plan.cuda_graph is None
+
+
 def test_jit_and_grad_compose_with_graphs(knobs, monkeypatch):
     knobs(cuda_graphs="1")
 
