@@ -67,6 +67,13 @@ def blas_info() -> list:
                                    "filepath")} for d in threadpool_info()]
 
 
+def blas_line(info=None) -> str:
+    """The BLAS libraries in use (blas_info(), or `info` as it returned earlier), one line
+    for a results file: library, version, kernel and thread count of each."""
+    return ", ".join(f"{b['internal_api']} {b['version']} {b['architecture']} kernels, "
+                     f"{b['num_threads']} threads" for b in (info or blas_info()))
+
+
 def interleave(cases: dict, rounds: int = 7, number: int = 1, warmup: int = 2) -> dict:
     """Median seconds per call of each zero-argument callable, timing `number` calls per
     round and visiting the cases round by round (so slow drifts hit all alike).

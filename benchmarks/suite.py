@@ -42,7 +42,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import blas_info, interleave, markdown_table, threads_from_argv, torch_threads  # noqa
+from common import blas_info, blas_line, interleave, markdown_table, threads_from_argv, \
+    torch_threads  # noqa
 
 # the thread count is fixed before NumPy, JAX and PyTorch load (they read it at import)
 THREADS = threads_from_argv(1)
@@ -786,8 +787,7 @@ def save(results, args):
         rows.append([r["workload"], r["case"], unit, f"{ratio:.2f}" if ratio else "-"])
     where = "One thread, one pinned CPU" if THREADS == 1 else \
         f"{THREADS} threads on {THREADS} pinned CPUs (every framework)"
-    kernel = ", ".join(f"{b['internal_api']} {b['version']} {b['architecture']} kernels, "
-                       f"{b['num_threads']} threads" for b in meta["blas"])
+    kernel = blas_line(meta["blas"])
     md = (f"# mirax benchmark suite\n\n{where}; medians of "
           f"{args.rounds} interleaved rounds after warm-up. Ratio: time / JAX jit (W8: / "
           "JAX eager); below 1 is faster than JAX." + (f" BLAS: {kernel}." if kernel else "")

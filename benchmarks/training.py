@@ -19,7 +19,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import blas_info, interleave, markdown_table, threads_from_argv  # noqa: E402
+from common import blas_line, interleave, markdown_table, threads_from_argv  # noqa: E402
 
 THREADS = threads_from_argv(0)
 
@@ -226,8 +226,7 @@ def main(argv=None):
               f"{lj:.4f}", flush=True)
     head = ["model", "mirax ms/epoch", "JAX ms/epoch", "mirax / JAX", "mirax first epoch s",
             "JAX first epoch s", "final loss mirax / JAX"]
-    blas = ", ".join(f"{b['internal_api']} {b['version']} {b['architecture']} kernels, "
-                     f"{b['num_threads']} threads" for b in blas_info())
+    blas = blas_line()
     text = (f"# Training epochs, mirax vs JAX\n\n`python benchmarks/training.py --threads "
             f"{args.threads}`: {THREADS} thread(s), {STEPS} steps an epoch, median of "
             f"{args.rounds} interleaved rounds after the compiling epoch. BLAS: {blas}.\n\n"
