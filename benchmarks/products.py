@@ -2,13 +2,13 @@
 mirax (NumPy's BLAS, as its CPU plans call it), JAX (XLA's own CPU products) and PyTorch
 eager, in the same process, interleaved round by round.
 
-    python benchmarks/products.py [--threads N] [--rounds 7]
+    python benchmarks/products.py [--threads N] [--rounds 7] [--no-torch]
 
 --threads as in benchmarks/suite.py (default 0: every core; 1: one pinned thread). Each
 product appears in the orientations the steps use: x @ w (forward), g @ w^T (the input's
 gradient), x^T @ g (the weight's gradient). It tells a training step's gap that comes
 from the products (the BLAS library against XLA's) from the gap around them. Results:
-benchmarks/results/products_<N>t.md.
+benchmarks/results/products_<N>t.md (products_<N>t_no_torch.md).
 """
 from __future__ import annotations
 
@@ -46,12 +46,17 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--no-torch", action="store_true",
+                    help="leave PyTorch out (its OpenMP threads spin after each of its calls, "
+                         "into the next framework's timing)")
     args = ap.parse_args(argv)
-    try:
-        import torch
-        torch_threads(THREADS)
-    except ImportError:
-        torch = None
+    torch = None
+    if not args.no_torch:
+        try:
+            import torch
+            torch_threads(THREADS)
+        except ImportError:
+            pass
     rng = np.random.default_rng(0)
     rows = []
     for model, b, i, o in LAYERS:
@@ -77,10 +82,11 @@ def main(argv=None):
         head += ["torch ms", "torch / JAX"]
     blas = blas_line()
     text = (f"# Matrix products of the training steps\n\n`python benchmarks/products.py "
-            f"--threads {args.threads}`: {THREADS} thread(s), median of {args.rounds} "
-            f"interleaved rounds of 5 calls. BLAS: {blas}.\n\n"
+            f"--threads {args.threads}{' --no-torch' if args.no_torch else ''}`: {THREADS} "
+            f"thread(s), median of {args.rounds} interleaved rounds of 5 calls. BLAS: {blas}."
+            "\n\n"
             + markdown_table(head, rows) + "\n")
-    out = HERE / "results" / f"products_{THREADS}t.md"
+    out = HERE / "results" / f"products_{THREADS}t{'_no_torch' if args.no_torch else ''}.md"
     out.write_text(text)
     print(f"wrote {out}")
 
