@@ -80,13 +80,12 @@ def main(argv=None):
     head = ["layer (rows x in x out)", "product", "mirax ms", "JAX ms", "mirax / JAX"]
     if torch is not None:
         head += ["torch ms", "torch / JAX"]
-    blas = blas_line()
+    flag, tag = (" --no-torch", "_no_torch") if args.no_torch else ("", "")
     text = (f"# Matrix products of the training steps\n\n`python benchmarks/products.py "
-            f"--threads {args.threads}{' --no-torch' if args.no_torch else ''}`: {THREADS} "
-            f"thread(s), median of {args.rounds} interleaved rounds of 5 calls. BLAS: {blas}."
-            "\n\n"
+            f"--threads {args.threads}{flag}`: {THREADS} thread(s), median of {args.rounds} "
+            f"interleaved rounds of 5 calls. BLAS: {blas_line()}.\n\n"
             + markdown_table(head, rows) + "\n")
-    out = HERE / "results" / f"products_{THREADS}t{'_no_torch' if args.no_torch else ''}.md"
+    out = HERE / "results" / f"products_{THREADS}t{tag}.md"
     out.write_text(text)
     print(f"wrote {out}")
 
