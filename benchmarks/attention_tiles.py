@@ -5,11 +5,12 @@ current sizes, q/k/v [B, T, H, D] causal (default [8, 1024, 16, 64]), bf16 and f
 
 Rows: fwd (NWF warps of 16 MTF query rows, BNF-key tiles; it writes the rows' logsumexp
 that the backward reads), dq (NWD warps, BND-key tiles) and dkdv (NWK warps, BMQ-query
-tiles); on an sm_90 device, for f16/bf16 and head dims that are multiples of 64, wg_fwd (the
-Hopper forward, `wg_tiles`: NWG warpgroups of 64 query rows, BNW-key tiles, registers
-bounded for MINB blocks a multiprocessor); milliseconds a call (median of `--reps` batches
-of 10 calls); a variant that does not compile or launch is reported with its error. The
-sizes `tc_tiles` and `wg_tiles` return are marked with *.
+tiles); on an sm_90 device, for f16/bf16 and head dims that are multiples of 64, the Hopper
+kernels (`wg_tiles`): wg_fwd (NWG warpgroups of 64 query rows, BNW-key tiles, registers
+bounded for MINB blocks a multiprocessor), wg_dq (DQ_NWG, DQ_BN, DQ_MINB) and wg_dkdv
+(DK_NWG warpgroups of 64 keys, DK_BM-query tiles, DK_MINB); milliseconds a call (median of
+`--reps` batches of 10 calls); a variant that does not compile or launch is reported with its
+error. The sizes `tc_tiles` and `wg_tiles` return are marked with *.
 
     PYTHONPATH=. python benchmarks/attention_tiles.py [--dtype bfloat16,float32]
         [--shape 8,1024,16,64] [--reps 5] [--json out.json]
@@ -31,9 +32,13 @@ VARIANTS = {  # kernel: the #defines it reads, and the values tried
                             (8, 1, 64), (8, 1, 128), (2, 2, 64)]),
     "dq": ("NWD BND", [(4, 64), (4, 32), (4, 128), (8, 64), (8, 32), (2, 64)]),
     "dkdv": ("NWK BMQ", [(4, 32), (4, 16), (4, 64), (8, 32), (8, 16), (2, 32), (2, 64)]),
-    # the Hopper forward (sm_90 only; f16/bf16, head dims multiples of 64)
+    # the Hopper kernels (sm_90 only; f16/bf16, head dims multiples of 64)
     "wg_fwd": ("NWG BNW MINB", [(1, 64, 4), (1, 64, 3), (2, 64, 2), (2, 128, 1), (2, 128, 2),
                                 (1, 128, 2)]),
+    "wg_dq": ("DQ_NWG DQ_BN DQ_MINB", [(1, 64, 2), (1, 64, 3), (1, 32, 4), (1, 32, 3),
+                                       (2, 64, 1), (1, 128, 1), (2, 32, 2)]),
+    "wg_dkdv": ("DK_NWG DK_BM DK_MINB", [(1, 64, 2), (1, 32, 3), (2, 64, 1), (1, 128, 1),
+                                         (1, 16, 4)]),
 }
 
 
@@ -77,13 +82,14 @@ def main():
                                        attention._ptr(out["dv"]), np.uint64(0), *c.extra,
                                        *c.dims, c.scale)),
         }
-        calls["wg_fwd"] = ("mx_wg_fwd",) + calls["fwd"][1:]
+        for kern in ("fwd", "dq", "dkdv"):
+            calls["wg_" + kern] = ("mx_wg_" + kern,) + calls[kern][1:]
         wg_base = attention.wg_tiles(D, D)
         rows = {}
         for group, (names, values) in VARIANTS.items():
             kernels = (group,)
             wg = group.startswith("wg")
-            if wg and not (dtype != "float32" and attention.hopper_forward(c)):
+            if wg and not (dtype != "float32" and attention.hopper(c)):
                 continue
             for val in values:
                 tiles = dict(wg_base if wg else base, **dict(zip(names.split(), val)))

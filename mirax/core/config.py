@@ -122,7 +122,7 @@ _declare("cuda_two_stage", bool, True, "CUDA: two-stage kernels for long-row red
 _declare("cuda_attn_path", str, "", "CUDA attention: force a kernel family (simt, tc)",
          internal=True)
 _declare("cuda_attn_tpr", int, 1, "CUDA attention: least threads per row", internal=True)
-_declare("cuda_attn_wgmma", bool, True, "CUDA attention: the Hopper forward (wgmma) where "
+_declare("cuda_attn_wgmma", bool, True, "CUDA attention: the Hopper kernels (wgmma) where "
          "it applies", internal=True)
 
 

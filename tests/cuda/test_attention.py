@@ -227,45 +227,52 @@ def _compare(c, dtype, precision=None):
 
 
 HOPPER = cp.cuda.Device().compute_capability == "90"
-# the cases the Hopper forward takes (head dims multiples of 64), and one with a mask (a fully
+# the cases the Hopper kernels take (head dims multiples of 64), and one with a mask (a fully
 # masked row), a window and cross lengths that end mid-tile
 WG_CASES = [c for c in CASES + TILE_CASES
             if c.values[0]["D"] % 64 == 0 and c.values[0]["Dv"] % 64 == 0] + [
     _case("wg_mask_window_cross", B=1, T=130, S=97, H=2, D=64, mask="full", window=(30, 5))]
 
 
-@pytest.mark.skipif(not HOPPER, reason="the wgmma forward needs an sm_90 GPU")
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernels need an sm_90 GPU")
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("c", WG_CASES)
-def test_hopper_forward_matches_the_mma_sync_forward(c, dtype, knobs, monkeypatch):
-    """On an sm_90 device the f16/bf16 forward with head dims that are multiples of 64 runs
-    the wgmma kernel (seen by a spy) and agrees with the mma.sync kernel (cuda_attn_wgmma
-    off): the same 64-key tiles and online softmax, float32 accumulation, so the outputs
-    differ by at most rounding in the output type (2 ulps of the output's scale)."""
+def test_hopper_kernels_match_the_mma_sync_kernels(c, dtype, knobs, monkeypatch):
+    """On an sm_90 device the f16/bf16 forward and backward with head dims that are multiples
+    of 64 run the wgmma kernels (seen by a spy) and agree with the mma.sync kernels
+    (cuda_attn_wgmma off): the same tiles, softmax and roundings (P and dS to the operand
+    type before their products), float32 accumulation in another order. The output differs
+    by at most rounding in its type (2 ulps of its scale); a gradient also by the few P or
+    dS elements whose rounding the order flips (1 ulp of one term each): 4 ulps."""
     arrays, kw = _inputs(c, dtype)
     if "mask" in kw:
         kw["mask"] = mx.device_put(kw["mask"], "cuda")
     dev = _to(arrays, "cuda")
+    w = _rng("w", c["T"], c["Dv"]).standard_normal((c["B"], c["T"], c["H"], c["Dv"]))
+    loss = _loss_fn(kw, mx.device_put(w.astype(np.float32), "cuda"))
     calls = []
     wg = attention._wg
     monkeypatch.setattr(attention, "_wg", lambda call: calls.append(call) or wg(call))
 
-    def f(a):
-        return _f32(mx.nn.dot_product_attention(a["q"], a["k"], a["v"], bias=a.get("bias"),
-                                                **kw))
-    got = f(dev)
-    assert calls, "the wgmma forward did not run"
+    def run():
+        o = mx.nn.dot_product_attention(dev["q"], dev["k"], dev["v"], bias=dev.get("bias"),
+                                        **kw)
+        return {"o": _f32(o), **{"d" + n: _f32(g) for n, g in mx.grad(loss)(dev).items()}}
+    got = run()
+    assert len(calls) >= 3, "the wgmma kernels did not run"  # forward, forward, backward
     knobs(cuda_attn_wgmma=False)
     n = len(calls)
-    want = f(dev)
+    want = run()
     assert len(calls) == n
     ulp = float(np.finfo(np.float16).eps) if dtype == "float16" else 2.0 ** -7
-    scale = max(1.0, float(np.max(np.abs(want))))
-    np.testing.assert_allclose(got, want, rtol=0, atol=2 * ulp * scale)
+    for name, x in want.items():
+        scale = max(1.0, float(np.max(np.abs(x))))
+        np.testing.assert_allclose(got[name], x, rtol=0, atol=(2 if name == "o" else 4) * ulp
+                                   * scale, err_msg=name)
     assert not _attn_failures(), _attn_failures()
 
 
-@pytest.mark.skipif(not HOPPER, reason="the wgmma forward needs an sm_90 GPU")
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernels need an sm_90 GPU")
 def test_hopper_forward_that_does_not_build_falls_back(knobs, monkeypatch, capsys):
     """Where NVRTC cannot build the sm_90a module, the forward says so once and runs the
     mma.sync kernel from then on (the same values as with the Hopper kernel off)."""

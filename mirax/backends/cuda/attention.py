@@ -184,9 +184,9 @@ def _sm90a_module(src: str):
 _hopper: dict = {}  # device id -> compute capability 9.0?
 
 
-def hopper_forward(c) -> bool:
-    """Does the Hopper forward (wgmma) run this call: an sm_90 device, f16/bf16, head dims
-    multiples of 64 (config cuda_attn_wgmma turns it off)."""
+def hopper(c) -> bool:
+    """Do the Hopper kernels (wgmma) run this call: an sm_90 device, f16/bf16, head dims
+    multiples of 64 (config cuda_attn_wgmma turns them off)."""
     if not (config.get("cuda_attn_wgmma") and c.dtype in LOW and c.D % 64 == 0
             and c.DV % 64 == 0):
         return False
@@ -337,51 +337,72 @@ def _tc(c):
 
 
 def wg_tiles(d: int, dv: int) -> dict:
-    """The Hopper forward's #defines: blocks of NWG warpgroups of 64 query rows over K/V
-    tiles of BNW keys, registers bounded for MINB blocks a multiprocessor (PAD: TC_COMMON's
-    strides, unused by these tiles). Chosen by timing variants on an H200 (causal bf16, ms;
-    the "tc" forward beside): [8,1024,16,64] 1 warpgroup of 64 keys, 4 blocks 0.083 (2
-    warpgroups 0.089, tiles of 128 keys 0.11-0.12; tc 0.101); [2,4096,16,64] 0.262 (2
-    warpgroups 0.256; tc 0.337); [2,4096,8,128] 2 warpgroups 0.211 (1: 0.247, 128 keys
-    0.231; tc 0.316). Tiles of 128 keys take 180-230 registers (one block a multiprocessor)
-    or spill. Issuing the next tile's Q K^T before this tile's softmax (FlashAttention-3's
-    overlap within a warpgroup, three K/V stages) measured slower at every size: 230
-    registers; and folding the scale into the exponent's FFMA did not pay."""
+    """The Hopper kernels' #defines (PAD: TC_COMMON's strides, unused by their tiles).
+
+    Forward: blocks of NWG warpgroups of 64 query rows over K/V tiles of BNW keys, registers
+    bounded for MINB blocks a multiprocessor; dq: DQ_NWG warpgroups of 64 query rows over
+    DQ_BN-key tiles (DQ_MINB); dk/dv: DK_NWG warpgroups of 64 keys over DK_BM-query tiles
+    (DK_MINB). Chosen by timing variants on an H200 (causal bf16, ms; the "tc" kernels
+    beside). Forward: [8,1024,16,64] 1 warpgroup of 64 keys, 4 blocks 0.083 (2 warpgroups
+    0.089, tiles of 128 keys 0.11-0.12; tc 0.101); [2,4096,16,64] 0.262 (2 warpgroups 0.256;
+    tc 0.337); [2,4096,8,128] 2 warpgroups 0.211 (1: 0.247, 128 keys 0.231; tc 0.316). Tiles
+    of 128 keys take 180-230 registers (one block a multiprocessor) or spill. Issuing the
+    next tile's Q K^T before this tile's softmax (FlashAttention-3's overlap within a
+    warpgroup, three K/V stages) measured slower at every size: 230 registers; and folding
+    the scale into the exponent's FFMA did not pay."""
+    t = {"D": d, "DV": dv, "PAD": 8, "DQ_NWG": 1, "DQ_BN": 64, "DQ_MINB": 2, "DK_NWG": 1,
+         "DK_BM": 64, "DK_MINB": 2}
     if max(d, dv) <= 64:
-        return {"D": d, "DV": dv, "PAD": 8, "NWG": 1, "BNW": 64, "MINB": 4}
-    return {"D": d, "DV": dv, "PAD": 8, "NWG": 2, "BNW": 64, "MINB": 2}
+        return dict(t, NWG=1, BNW=64, MINB=4)
+    return dict(t, NWG=2, BNW=64, MINB=2)
 
 
 def _wg(c):
     t = wg_tiles(c.D, c.DV)
+    size = c.dtype.itemsize
     bm, bn = 64 * t["NWG"], t["BNW"]
-    # Q and two stages of K/V, swizzled, + 1 KB to align the first to 1024 bytes
-    smem = c.dtype.itemsize * (bm * c.D + 2 * bn * (c.D + c.DV)) + 1024
-    return _launcher(c, module("wg", c.dtype, **t), {"mx_wg_fwd": (128 * t["NWG"], bm, smem)})
+    qm, qn = 64 * t["DQ_NWG"], t["DQ_BN"]
+    kn, km = 64 * t["DK_NWG"], t["DK_BM"]
+    # swizzled tiles (+ 1 KB to align the first to 1024 bytes): the block's own rows and
+    # two stages of the streamed ones; dk/dv's stages also hold their rows' lse and delta
+    return _launcher(c, module("wg", c.dtype, **t), {
+        "mx_wg_fwd": (128 * t["NWG"], bm, size * (bm * c.D + 2 * bn * (c.D + c.DV)) + 1024),
+        "mx_wg_dq": (128 * t["DQ_NWG"], qm, size * (qm + 2 * qn) * (c.D + c.DV) + 1024),
+        "mx_wg_dkdv": (128 * t["DK_NWG"], kn,
+                       size * (kn + 2 * km) * (c.D + c.DV) + 16 * km + 1024)})
+
+
+def _hopper_launch(c):
+    """The Hopper kernels' launcher for this call, or None: not Hopper's case, or an NVRTC
+    without sm_90a (said once; the mma.sync kernels run from then on)."""
+    if not hopper(c):
+        return None
+    try:
+        return _wg(c)
+    except RuntimeError as e:
+        _hopper[cp.cuda.Device().id] = False
+        first = str(e).partition("\n")[0]
+        print(f"[mirax] the Hopper attention kernels did not build ({first}); using the "
+              "mma.sync ones", file=sys.stderr)
+        return None
 
 
 def _tc_forward(c, o, lse):
     args = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse), *c.extra, *c.dims, c.scale)
-    if hopper_forward(c):
-        try:
-            launch = _wg(c)
-        except RuntimeError as e:   # an NVRTC without sm_90a: the mma.sync forward, from now
-            _hopper[cp.cuda.Device().id] = False
-            first = str(e).partition("\n")[0]
-            print(f"[mirax] the Hopper attention forward did not build ({first}); using the "
-                  "mma.sync one", file=sys.stderr)
-        else:
-            launch("mx_wg_fwd", c.T, args)
-            return
-    _tc(c)("mx_tc_fwd", c.T, args)
+    wg = _hopper_launch(c)
+    if wg is not None:
+        wg("mx_wg_fwd", c.T, args)
+    else:
+        _tc(c)("mx_tc_fwd", c.T, args)
 
 
 def _tc_backward(c, do, lse, delta, dq, dk, dv, dbias):
-    launch = _tc(c)
+    wg = _hopper_launch(c)
+    launch, kind = (_tc(c), "tc") if wg is None else (wg, "wg")
     common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
-    launch("mx_tc_dq", c.T, (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
-    launch("mx_tc_dkdv", c.S, (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra, *c.dims,
-                               c.scale))
+    launch(f"mx_{kind}_dq", c.T, (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
+    launch(f"mx_{kind}_dkdv", c.S, (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra,
+                                    *c.dims, c.scale))
 
 
 # --- cuBLAS + row kernels ---------------------------------------------------------------------

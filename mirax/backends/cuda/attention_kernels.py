@@ -9,8 +9,8 @@ prefixes with #defines:
   in the forward), tile sizes set by #defines (attention.tc_tiles); the streamed K/V (or
   Q/dO) tiles are double-buffered in shared memory by cp.async; P and dS go from the
   accumulator fragments straight into the next product's A operand (no shared memory).
-- "wg": the forward on Hopper (sm_90a) for f16/bf16 head dims that are multiples of 64:
-  the same flash forward with warpgroup MMAs (wgmma) reading swizzled shared-memory tiles
+- "wg": the kernels on Hopper (sm_90a) for f16/bf16 head dims that are multiples of 64:
+  tc's fwd, dq and dk/dv with warpgroup MMAs (wgmma) reading swizzled shared-memory tiles
   through descriptors (attention_wg.py; it shares TC's helpers).
 - "aux": delta = rowsum(dO * O) (16-byte loads for f16/bf16) and the row kernels of the
   cuBLAS path (masked softmax of a score matrix; dS = P * (dP - delta)).
@@ -233,9 +233,9 @@ def source(kind: str, dtype_code: int, **defines) -> str:
     """The CUDA source of one kernel family: #defines (DTYPE and the family's tile sizes)
     + PRELUDE + the family's kernels."""
     head = [f"#define DTYPE {dtype_code}"] + [f"#define {k} {v}" for k, v in defines.items()]
-    if kind == "wg":  # the warpgroup products at the widths of its two accumulators
-        body = TC_COMMON + WG.replace("WGMMA_OPS", wgmma_ops(sorted(
-            {defines["BNW"], defines["DV"]})))
+    if kind == "wg":  # the warpgroup products at the widths of its kernels' accumulators
+        widths = {defines[n] for n in ("BNW", "DQ_BN", "DK_BM", "D", "DV")}
+        body = TC_COMMON + WG.replace("WGMMA_OPS", wgmma_ops(sorted(widths)))
     else:
         body = _BODIES[kind]
     return "\n".join(head) + "\n" + PRELUDE + body

@@ -329,6 +329,103 @@ __device__ __forceinline__ void softmax_step(float (*s)[4], float* m, float* l,
   }
 }
 
+// The rows r0 + g and r0 + g + 8 below n of a warp's 16-row accumulator tile x (N8 n8
+// tiles), times mul, into out (row r at out + r * rs).
+template <int N8>
+__device__ __forceinline__ void store_tile(T* out, long long rs, float (*x)[4], int r0, int n,
+                                           float mul, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int t = r0 + g + 8 * r;
+    if (t >= n) continue;
+#pragma unroll
+    for (int j = 0; j < N8; j++)
+      store2(out + t * rs, 8 * j + 2 * tq, x[j][2 * r] * mul, x[j][2 * r + 1] * mul);
+  }
+}
+
+// dq's per-row statistics of a warp's rows r0 + g, r0 + g + 8: the logsumexp in log2 units
+// (+inf for an empty row: P = 0) and delta.
+__device__ __forceinline__ void row_stats(float* l2, float* dl, const float* __restrict__ lse,
+                                          const float* __restrict__ delta, long long hb,
+                                          int r0, int Tq, int lane) {
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int t = min(r0 + (lane >> 2) + 8 * r, Tq - 1);
+    l2[r] = lse[hb * Tq + t] * LOG2E;
+    dl[r] = delta[hb * Tq + t];
+  }
+}
+
+// dq's dS = P (dP - delta), P = 2^(scores - lse), of a warp's 16 query rows x NJ*8 keys
+// (as scores_log2) from the scores s and dP = dO V^T dp; s becomes dS.
+template <int NJ>
+__device__ __forceinline__ void dq_ds(float (*s)[4], float (*dp)[4], const float* l2,
+                                      const float* dl, const Extra& e, int b, int h, int r0,
+                                      int k0, int Tq, int S, float scale, int lane) {
+  scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+#pragma unroll
+  for (int j = 0; j < NJ; j++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) s[j][i] = ex2(s[j][i] - l2[i >> 1]) * (dp[j][i] - dl[i >> 1]);
+  }
+}
+
+// dk/dv's transposed tiles of a warp's 16 keys x NQ*8 queries (key n0 + g + 8 (i >> 1),
+// query t0 + 8 j + 2 tq + (i & 1)), from S^T = K Q^T st and dP^T = V dO^T dpt with the
+// queries' lse Ls and delta Dl (shared memory, from query t0): st becomes P^T, dpt dS^T,
+// also written into dbias [B, H, Tq, S] when given (0 where masked, as there). Masks, the
+// exponentials and dbias go in separate loops, none with a branch inside: the compiler
+// then overlaps the elements' exponentials (one branch an element had serialized them,
+// and made these loops most of dk/dv's time).
+template <int NQ>
+__device__ __forceinline__ void dkdv_probs(float (*st)[4], float (*dpt)[4], const float* Ls,
+                                           const float* Dl, float* __restrict__ dbias,
+                                           const Extra& e, int b, int h, long long hb, int n0,
+                                           int t0, int Tq, int S, float scale, int lane) {
+  const int g = lane >> 2, tq = lane & 3;
+  if (!(e.flags & ~1) && n0 + 16 <= S && t0 + NQ * 8 <= Tq &&
+      !((e.flags & 1) && t0 < n0 + 15)) {  // every key attended by every query
+    const float sl2 = scale * LOG2E;
+#pragma unroll
+    for (int j = 0; j < NQ; j++) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) st[j][i] *= sl2;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < NQ; j++) {
+#pragma unroll
+      for (int i = 0; i < 4; i++) {
+        const int t = t0 + 8 * j + 2 * tq + (i & 1), s = n0 + g + 8 * (i >> 1);
+        float x = st[j][i] * scale;
+        st[j][i] = (s < S && t < Tq && attend(e, b, h, t, s, x)) ? x * LOG2E : -INF;
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < NQ; j++) {
+    const float2 lj = *reinterpret_cast<const float2*>(Ls + 8 * j + 2 * tq);
+    const float2 dj = *reinterpret_cast<const float2*>(Dl + 8 * j + 2 * tq);
+    const float l2[2] = {lj.x * LOG2E, lj.y * LOG2E}, dl[2] = {dj.x, dj.y};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      st[j][i] = ex2(st[j][i] - l2[i & 1]);  // 0 where masked (and for an empty row's +inf)
+      dpt[j][i] = st[j][i] * (dpt[j][i] - dl[i & 1]);
+    }
+  }
+  if (dbias == nullptr) return;
+#pragma unroll
+  for (int j = 0; j < NQ; j++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      const int t = t0 + 8 * j + 2 * tq + (i & 1), s = n0 + g + 8 * (i >> 1);
+      if (s < S && t < Tq) dbias[(hb * Tq + t) * S + s] = dpt[j][i];
+    }
+  }
+}
+
 """
 
 TC_KERNELS = r"""
@@ -474,7 +571,7 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   T* Os = Qs + BMD * LDK;              // [BMD][LDV]: dO
   T* Kb = Os + BMD * LDV;              // 2 stages of [BND][LDK]
   T* Vb = Kb + 2 * BND * LDK;          // 2 stages of [BND][LDV]
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int b = blockIdx.x / H, h = blockIdx.x - b * H;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BMD;
   const int r0 = q0 + warp * 16;
@@ -494,12 +591,7 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   }
   cp_commit();
   float l2[2], dl[2];
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int t = min(r0 + g + 8 * r, Tq - 1);
-    l2[r] = lse[hb * Tq + t] * LOG2E;  // +inf for an empty row: P = 0
-    dl[r] = delta[hb * Tq + t];
-  }
+  row_stats(l2, dl, lse, delta, hb, r0, Tq, lane);
   float acc[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
@@ -519,13 +611,7 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
       const T* Vs = Vb + stage * BND * LDV;
       float s[NJ][4], dp[NJ][4];
       two_products<NJ / 2>(s, dp, Qs, Ks, Os, Vs, warp, lane);  // s = Q K^T, dp = dO V^T
-      scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
-#pragma unroll
-      for (int j = 0; j < NJ; j++) {
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-          s[j][i] = ex2(s[j][i] - l2[i >> 1]) * (dp[j][i] - dl[i >> 1]);  // dS
-      }
+      dq_ds<NJ>(s, dp, l2, dl, e, b, h, r0, k0, Tq, S, scale, lane);
 #pragma unroll
       for (int kb = 0; kb < BND / 16; kb++) {
         unsigned a[A_N];
@@ -535,15 +621,8 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int t = r0 + g + 8 * r;
-    if (t >= Tq) continue;
-    T* row = dq + (((long long)b * Tq + t) * H + h) * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; j++)
-      store2(row, 8 * j + 2 * tq, acc[j][2 * r] * scale, acc[j][2 * r + 1] * scale);
-  }
+  store_tile<D / 8>(dq + ((long long)b * Tq * H + h) * D, (long long)H * D, acc, r0, Tq, scale,
+                   lane);
 }
 
 // The Q/dO tile of BMQ queries from t0, with its lse and delta, into stage `st`.
@@ -573,7 +652,7 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   T* Ob = Qb + 2 * BMQ * LDK;          // 2 stages of [BMQ][LDV]: dO
   float* Lb = reinterpret_cast<float*>(Ob + 2 * BMQ * LDV);  // 2 stages of [BMQ]: lse
   float* Db = Lb + 2 * BMQ;                                  // 2 stages of [BMQ]: delta
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int b = blockIdx.x / H, h = blockIdx.x - b * H;
   const int s0 = blockIdx.y * BNK;  // causal: the first keys (the most queries) first
   const int n0 = s0 + warp * 16;    // this warp's first key
@@ -610,25 +689,7 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
       // S^T = K Q^T, dP^T = V dO^T: key n0 + g + 8 (i >> 1), query t0 + 8 j + 2 tq + (i & 1)
       float st[BMQ / 8][4], dpt[BMQ / 8][4];
       two_products<BMQ / 16>(st, dpt, Ks, Qs, Vs, Os, warp, lane);
-      const bool full = !(e.flags & ~1) && n0 + 16 <= S && t0 + BMQ <= Tq &&
-                        !((e.flags & 1) && t0 < n0 + 15);
-#pragma unroll
-      for (int j = 0; j < BMQ / 8; j++) {
-        const float2 lj = *reinterpret_cast<const float2*>(Ls + 8 * j + 2 * tq);
-        const float2 dj = *reinterpret_cast<const float2*>(Dl + 8 * j + 2 * tq);
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-          const int c = 8 * j + 2 * tq + (i & 1), t = t0 + c, s = n0 + g + 8 * (i >> 1);
-          float x = st[j][i] * scale;
-          bool ok = true;
-          if (!full) ok = s < S && t < Tq && attend(e, b, h, t, s, x);
-          const float p = ok ? ex2((x - ((i & 1) ? lj.y : lj.x)) * LOG2E) : 0.f;
-          const float ds = p * (dpt[j][i] - ((i & 1) ? dj.y : dj.x));
-          if (dbias != nullptr && ok) dbias[(hb * Tq + t) * S + s] = ds;
-          st[j][i] = p;
-          dpt[j][i] = ds;
-        }
-      }
+      dkdv_probs<BMQ / 8>(st, dpt, Ls, Dl, dbias, e, b, h, hb, n0, t0, Tq, S, scale, lane);
 #pragma unroll
       for (int kb = 0; kb < BMQ / 16; kb++) {
         unsigned a[A_N];
@@ -640,18 +701,9 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
     }
     __syncthreads();
   }
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int s = n0 + g + 8 * r;
-    if (s >= S) continue;
-    const long long row = ((long long)b * S + s) * H + h;
-#pragma unroll
-    for (int j = 0; j < D / 8; j++)
-      store2(dk + row * D, 8 * j + 2 * tq, dka[j][2 * r] * scale, dka[j][2 * r + 1] * scale);
-#pragma unroll
-    for (int j = 0; j < DV / 8; j++)
-      store2(dv + row * DV, 8 * j + 2 * tq, dva[j][2 * r], dva[j][2 * r + 1]);
-  }
+  const long long k0 = (long long)b * S * H + h;  // key 0's row
+  store_tile<D / 8>(dk + k0 * D, (long long)H * D, dka, n0, S, scale, lane);
+  store_tile<DV / 8>(dv + k0 * DV, (long long)H * DV, dva, n0, S, 1.f, lane);
 }
 """
 

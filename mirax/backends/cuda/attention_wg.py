@@ -173,6 +173,205 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
     if (tq == 0) lse[hb * Tq + t] = l > 0.f ? mr[r] * LN2 + logf(l) : INF;
   }
 }
+// The backward's two score-shaped products of warpgroup wg's 64 rows, as ss MMAs into
+// N-wide accumulators: x = A1 B1^T over D and y = A2 B2^T over DV, A1/A2 swizzled tiles of
+// NA rows (the warpgroup's from row 64 wg), B1/B2 of N rows; x and y are ready on return.
+template <int N, int NA>
+__device__ __forceinline__ void wg_two_products(float (*x)[4], float (*y)[4], const T* a1,
+                                                const T* b1, const T* a2, const T* b2,
+                                                int wg) {
+#pragma unroll
+  for (int j = 0; j < N / 8; j++) {
+    x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
+    y[j][0] = y[j][1] = y[j][2] = y[j][3] = 0.f;
+  }
+  wg_fence();
+#pragma unroll
+  for (int kb = 0; kb < D / 16; kb++)
+    WG<N>::ss(x, sw_desc(a1 + (kb >> 2) * NA * 64 + wg * 64 * 64 + (kb & 3) * 16, 16),
+              sw_desc(b1 + (kb >> 2) * N * 64 + (kb & 3) * 16, 16), kb > 0);
+#pragma unroll
+  for (int kb = 0; kb < DV / 16; kb++)
+    WG<N>::ss(y, sw_desc(a2 + (kb >> 2) * NA * 64 + wg * 64 * 64 + (kb & 3) * 16, 16),
+              sw_desc(b2 + (kb >> 2) * N * 64 + (kb & 3) * 16, 16), kb > 0);
+  wg_commit();
+  wg_wait0();
+  keep<N / 8>(x);
+  keep<N / 8>(y);
+}
+
+// dq = scale dS K (dS = P (dP - delta), P = exp(scores - lse), dP = dO V^T) of the DQ_BM =
+// 64 DQ_NWG query rows of block (b h, y), warpgroup w owning rows 64 w .. 64 w + 63; K/V
+// tiles of DQ_BN keys stream through two stages. K is read K-major by the scores and
+// MN-major by dS K.
+#define DQ_BM (64 * DQ_NWG)
+extern "C" __global__ void __launch_bounds__(128 * DQ_NWG, DQ_MINB)
+mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+         const T* __restrict__ dout, const float* __restrict__ lse,
+         const float* __restrict__ delta, T* __restrict__ dq, EXTRA_PARAMS, int Tq, int S,
+         int H, float scale) {
+  EXTRA_INIT;
+  constexpr int NTH = 128 * DQ_NWG, NJ = DQ_BN / 8;
+  T* Qs = reinterpret_cast<T*>(smem + ((1024u - (saddr(smem) & 1023u)) & 1023u));
+  T* Os = Qs + DQ_BM * D;     // [DQ_BM][DV]: dO
+  T* Kb = Os + DQ_BM * DV;    // 2 stages of [DQ_BN][D]
+  T* Vb = Kb + 2 * DQ_BN * D; // 2 stages of [DQ_BN][DV]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wg = warp >> 2;
+  const int b = blockIdx.x / H, h = blockIdx.x - b * H;
+  const int q0 = (gridDim.y - 1 - blockIdx.y) * DQ_BM;  // causal: the longest rows first
+  const int g0 = q0 + 64 * wg, r0 = g0 + 16 * (warp & 3);
+  const long long hb = (long long)b * H + h;
+  const T* kbase = k + ((long long)b * S * H + h) * D;
+  const T* vbase = v + ((long long)b * S * H + h) * DV;
+  int lo, hi;
+  key_range(e, q0, DQ_BM, S, DQ_BN, lo, hi);
+  load_sw<DQ_BM, D, NTH>(Qs, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0, Tq);
+  load_sw<DQ_BM, DV, NTH>(Os, dout + ((long long)b * Tq * H + h) * DV, (long long)H * DV, q0,
+                          Tq);
+  cp_commit();
+  if (lo < hi) {
+    load_sw<DQ_BN, D, NTH>(Kb, kbase, (long long)H * D, lo, S);
+    load_sw<DQ_BN, DV, NTH>(Vb, vbase, (long long)H * DV, lo, S);
+  }
+  cp_commit();
+  float l2[2], dl[2];
+  row_stats(l2, dl, lse, delta, hb, r0, Tq, lane);
+  float acc[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  int stage = 0;
+  for (int k0 = lo; k0 < hi; k0 += DQ_BN, stage ^= 1) {
+    if (k0 + DQ_BN < hi) {
+      load_sw<DQ_BN, D, NTH>(Kb + (stage ^ 1) * DQ_BN * D, kbase, (long long)H * D,
+                             k0 + DQ_BN, S);
+      load_sw<DQ_BN, DV, NTH>(Vb + (stage ^ 1) * DQ_BN * DV, vbase, (long long)H * DV,
+                              k0 + DQ_BN, S);
+    }
+    cp_commit();
+    cp_wait<1>();  // this tile (and, the first time, Q and dO)
+    proxy_fence();
+    __syncthreads();
+    if (!((e.flags & 1) && k0 > g0 + 63)) {
+      const T* Ks = Kb + stage * DQ_BN * D;
+      const T* Vs = Vb + stage * DQ_BN * DV;
+      float s[NJ][4], dp[NJ][4];
+      wg_two_products<DQ_BN, DQ_BM>(s, dp, Qs, Ks, Os, Vs, wg);  // Q K^T, dO V^T
+      dq_ds<NJ>(s, dp, l2, dl, e, b, h, r0, k0, Tq, S, scale, lane);
+      unsigned pa[DQ_BN / 16][4];
+#pragma unroll
+      for (int kb = 0; kb < DQ_BN / 16; kb++) pack_a(pa[kb], s, kb);
+      keep<D / 8>(acc);
+      wg_fence();
+#pragma unroll
+      for (int kb = 0; kb < DQ_BN / 16; kb++)  // dQ += dS K: 16 keys a step
+        WG<D>::rs(acc, pa[kb], sw_desc(Ks + kb * 16 * 64, DQ_BN * 128));
+      wg_commit();
+      wg_wait0();
+      keep<D / 8>(acc);
+      keep_a<DQ_BN / 16>(pa);
+    }
+    __syncthreads();
+  }
+  store_tile<D / 8>(dq + ((long long)b * Tq * H + h) * D, (long long)H * D, acc, r0, Tq, scale,
+                   lane);
+}
+
+// The Q/dO tile of DK_BM queries from t0, with its lse and delta, into stage st.
+template <int NTH>
+__device__ __forceinline__ void wg_load_q_tile(T* Qb, T* Ob, float* Lb, float* Db, int st,
+                                               const T* qbase, const T* obase,
+                                               const float* lrow, const float* drow, int t0,
+                                               int Tq, int H) {
+  load_sw<DK_BM, D, NTH>(Qb + st * DK_BM * D, qbase, (long long)H * D, t0, Tq);
+  load_sw<DK_BM, DV, NTH>(Ob + st * DK_BM * DV, obase, (long long)H * DV, t0, Tq);
+  load_vec<DK_BM, NTH>(Lb + st * DK_BM, lrow, t0, Tq);
+  load_vec<DK_BM, NTH>(Db + st * DK_BM, drow, t0, Tq);
+}
+
+// dV = P^T dO and dK = scale dS^T Q (and dS into dbias when given) of the DK_BN = 64 DK_NWG
+// keys of block (b h, y), warpgroup w owning keys 64 w .. 64 w + 63, the products transposed
+// (rows = keys) as in mx_tc_dkdv; Q/dO tiles of DK_BM queries, with their lse and delta,
+// stream through two stages. Q and dO are read K-major by S^T = K Q^T and dP^T = V dO^T,
+// MN-major by the products into dK and dV.
+#define DK_BN (64 * DK_NWG)
+extern "C" __global__ void __launch_bounds__(128 * DK_NWG, DK_MINB)
+mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+           const T* __restrict__ dout, const float* __restrict__ lse,
+           const float* __restrict__ delta, T* __restrict__ dk, T* __restrict__ dv,
+           float* __restrict__ dbias, EXTRA_PARAMS, int Tq, int S, int H, float scale) {
+  EXTRA_INIT;
+  constexpr int NTH = 128 * DK_NWG, NQ = DK_BM / 8;
+  T* Ks = reinterpret_cast<T*>(smem + ((1024u - (saddr(smem) & 1023u)) & 1023u));
+  T* Vs = Ks + DK_BN * D;       // [DK_BN][DV]
+  T* Qb = Vs + DK_BN * DV;      // 2 stages of [DK_BM][D]
+  T* Ob = Qb + 2 * DK_BM * D;   // 2 stages of [DK_BM][DV]: dO
+  float* Lb = reinterpret_cast<float*>(Ob + 2 * DK_BM * DV);  // 2 stages of [DK_BM]: lse
+  float* Db = Lb + 2 * DK_BM;                                 // 2 stages of [DK_BM]: delta
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wg = warp >> 2;
+  const int b = blockIdx.x / H, h = blockIdx.x - b * H;
+  const int s0 = blockIdx.y * DK_BN;  // causal: the first keys (the most queries) first
+  const int g0 = s0 + 64 * wg, n0 = g0 + 16 * (warp & 3);
+  const long long hb = (long long)b * H + h;
+  const T* qbase = q + ((long long)b * Tq * H + h) * D;
+  const T* obase = dout + ((long long)b * Tq * H + h) * DV;
+  const float* lrow = lse + hb * Tq;
+  const float* drow = delta + hb * Tq;
+  load_sw<DK_BN, D, NTH>(Ks, k + ((long long)b * S * H + h) * D, (long long)H * D, s0, S);
+  load_sw<DK_BN, DV, NTH>(Vs, v + ((long long)b * S * H + h) * DV, (long long)H * DV, s0, S);
+  cp_commit();
+  int lo, hi;
+  query_range(e, s0, DK_BN, Tq, DK_BM, lo, hi);
+  if (lo < hi) wg_load_q_tile<NTH>(Qb, Ob, Lb, Db, 0, qbase, obase, lrow, drow, lo, Tq, H);
+  cp_commit();
+  float dka[D / 8][4], dva[DV / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; j++) dka[j][0] = dka[j][1] = dka[j][2] = dka[j][3] = 0.f;
+#pragma unroll
+  for (int j = 0; j < DV / 8; j++) dva[j][0] = dva[j][1] = dva[j][2] = dva[j][3] = 0.f;
+  int stage = 0;
+  for (int t0 = lo; t0 < hi; t0 += DK_BM, stage ^= 1) {
+    if (t0 + DK_BM < hi)  // the next tile into the other stage (free since the last barrier)
+      wg_load_q_tile<NTH>(Qb, Ob, Lb, Db, stage ^ 1, qbase, obase, lrow, drow, t0 + DK_BM, Tq,
+                          H);
+    cp_commit();
+    cp_wait<1>();  // this tile (and, the first time, K and V)
+    proxy_fence();
+    __syncthreads();
+    const T* Qs = Qb + stage * DK_BM * D;
+    const T* Os = Ob + stage * DK_BM * DV;
+    if (!((e.flags & 1) && t0 + DK_BM - 1 < g0)) {  // causal: queries before all the keys
+      float st[NQ][4], dpt[NQ][4];
+      wg_two_products<DK_BM, DK_BN>(st, dpt, Ks, Qs, Vs, Os, wg);  // K Q^T, V dO^T
+      dkdv_probs<NQ>(st, dpt, Lb + stage * DK_BM, Db + stage * DK_BM, dbias, e, b, h, hb, n0,
+                     t0, Tq, S, scale, lane);
+      unsigned pa[DK_BM / 16][4], sa[DK_BM / 16][4];
+#pragma unroll
+      for (int kb = 0; kb < DK_BM / 16; kb++) {
+        pack_a(pa[kb], st, kb);
+        pack_a(sa[kb], dpt, kb);
+      }
+      keep<DV / 8>(dva);
+      keep<D / 8>(dka);
+      wg_fence();
+#pragma unroll
+      for (int kb = 0; kb < DK_BM / 16; kb++)  // dV += P^T dO: 16 queries a step
+        WG<DV>::rs(dva, pa[kb], sw_desc(Os + kb * 16 * 64, DK_BM * 128));
+#pragma unroll
+      for (int kb = 0; kb < DK_BM / 16; kb++)  // dK += dS^T Q
+        WG<D>::rs(dka, sa[kb], sw_desc(Qs + kb * 16 * 64, DK_BM * 128));
+      wg_commit();
+      wg_wait0();
+      keep<DV / 8>(dva);
+      keep<D / 8>(dka);
+      keep_a<DK_BM / 16>(pa);
+      keep_a<DK_BM / 16>(sa);
+    }
+    __syncthreads();
+  }
+  const long long k0 = (long long)b * S * H + h;  // key 0's row
+  store_tile<D / 8>(dk + k0 * D, (long long)H * D, dka, n0, S, scale, lane);
+  store_tile<DV / 8>(dv + k0 * DV, (long long)H * DV, dva, n0, S, 1.f, lane);
+}
 """
 
 
