@@ -21,10 +21,10 @@ Three paths, one rule (`path`):
   T x S matrix; in the backward one kernel writes dq (a block per query tile) and one dk,
   dv (a block per key tile), without atomics. P and dS round to the operand type (TF32
   for float32) before their products, as in FlashAttention-2. On an sm_90 device the
-  f16/bf16 forward with head dims that are multiples of 64 runs the Hopper kernel instead
-  ("wg", attention_wg.py: the same tiles of 64 keys and online softmax, its products
-  warpgroup MMAs reading swizzled shared-memory tiles through descriptors; built for
-  sm_90a by NVRTC directly, `hopper_forward`, `wg_tiles`).
+  f16/bf16 kernels with head dims that are multiples of 64 are the Hopper ones instead
+  ("wg", attention_wg.py: the same tiles, softmax and roundings, their products warpgroup
+  MMAs reading swizzled shared-memory tiles through descriptors; built for sm_90a by
+  NVRTC directly, `hopper`, `wg_tiles`).
 - "blas", exact float32 backward of large cases (T*S >= BLAS_MIN_SCORES): per batch and chunk of
   heads, the scores as cuBLAS strided-batched SGEMMs (exact float32 at the op's precision
   "highest" and "high"; TF32 tensor cores at "default", as dot_general) into a
@@ -38,19 +38,23 @@ All paths share delta = rowsum(dO * O) - dlse (one kernel). A fully masked row h
 rule, for tests and benchmarks.
 
 Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events; benchmarks/gpu.py and
-benchmarks/attention_tiles.py): bf16 "tc" forward 0.100 ms (was 0.28), backward about
-0.42 ms (delta 0.026, dq 0.123, dk/dv 0.274); jit of value_and_grad 0.62-0.65 ms against
-torch SDPA's forward + backward 0.39-0.59 ms in the same process (torch forward 0.066).
-float32 at "default" ("tc", TF32): forward 0.22 ms, jit of value_and_grad 1.08 ms (torch
-SDPA 0.63 / 2.22, JAX 2.53); exact float32 forward 1.23 ms ("simt"; "blas" 1.89),
+benchmarks/attention_tiles.py), bf16 kernels alone (the mma.sync ones beside): forward
+0.081 ms (0.100), delta 0.026, dq 0.093 (0.124), dk/dv 0.150 (0.198); jit of
+value_and_grad 0.41-0.44 ms against torch SDPA's forward + backward 0.42-0.53 ms in the
+same process (torch forward 0.065). At [2,4096,16,64]: dq 0.294 (0.405), dk/dv 0.460
+(0.685); at [2,4096,8,128] 0.272 (0.424) and 0.347 (0.697); the Hopper forward 0.26 and
+0.21 against torch SDPA's 0.188 and 0.158. dk/dv's elementwise loop (P^T, dS^T) had a
+branch in every element, which serialized its exponentials: 0.14 of its 0.265 ms then.
+float32 at "default" ("tc", TF32): forward 0.21 ms, jit of value_and_grad 0.93 ms (torch
+SDPA 0.63 / 2.23, JAX 2.56); exact float32 forward 1.23 ms ("simt"; "blas" 1.89),
 backward 3.97 ms ("blas"; "simt" 4.15, each before the logsumexp output). The CUDA-core
 backward takes about 3x its forward: 7 matrix products' worth of work against 2 (dq 3,
-dk/dv 4), one score per thread with a warp shuffle per key. Left on the table in "tc":
-dk/dv is still at about a third of the tensor cores' mma.sync rate: FlashAttention-2
-keeps P and dS in shared memory so that each warp's products cover 64 x 32 tiles (fewer
-fragment reads per product); the backward does not use wgmma. The Hopper forward
-(bf16, causal, the "tc" forward beside it): [8,1024,16,64] 0.083 ms (0.101), [2,4096,16,64]
-0.26 (0.34), [2,4096,8,128] 0.21 (0.32); torch SDPA's forward 0.061, 0.188, 0.158.
+dk/dv 4), one score per thread with a warp shuffle per key. Left on the table: each
+Hopper kernel waits for its score products before their softmax (or dS) and for the
+next products after it, with 2-4 blocks a multiprocessor to fill the gaps;
+FlashAttention-3's producer warps with TMA loads and ping-ponging warpgroups are not
+done, nor dq accumulated inside dk/dv (3 of the backward's 7 products recompute S and
+dP for dq).
 
 Not covered (these run the composite's body compiled for CUDA, counted as "decomposed"
 in the dispatch report and by reason in `fallbacks`): float64, head dims over 128, and
@@ -294,7 +298,8 @@ def tc_tiles(d: int, dv: int, dtype) -> dict:
     causal, ms; benchmarks/results/attention_tiles_h200.json). bf16: blocks of 4 warps
     beat 8 (several blocks a multiprocessor keep the tensor cores busy while another block
     is at its barrier or its softmax): fwd 0.100 (8 warps 0.101; MTF 2 0.12: 251
-    registers), dq 0.123 (8 warps 0.173), dk/dv with BMQ 16 0.274 (32: 0.289, 64: 0.378).
+    registers), dq 0.123 (8 warps 0.173), dk/dv with BMQ 16 0.274 (32: 0.289, 64: 0.378; 0.198
+    since its elementwise loop lost its branches).
     float32 (TF32, fragments twice the registers, tiles twice the bytes): fwd with BNF 32
     0.195 (64: 0.225), dq with 8 warps over 32-key tiles 0.271 (4 warps, 64 keys: 0.324),
     dk/dv with BMQ 16 0.479 (32: 0.485).
@@ -553,9 +558,11 @@ def backward(ct, ct_lse, out, lse, q, k, v, mask, bias, *, scale, is_causal, win
     lse (which spares the backward recomputing the softmax statistics)."""
     c = _Call(q, k, v, mask, bias, scale, is_causal, window, backward=True,
               precision=precision)
-    dq = cp.zeros((c.B, c.T, c.H, c.D), c.dtype)
-    dk = cp.zeros((c.B, c.S, c.H, c.D), c.dtype)
-    dv = cp.zeros((c.B, c.S, c.H, c.DV), c.dtype)
+    # the tensor-core kernels write every row of dq, dk, dv (the other paths may not)
+    alloc = cp.empty if c.path == "tc" and c.T and c.S else cp.zeros
+    dq = alloc((c.B, c.T, c.H, c.D), c.dtype)
+    dk = alloc((c.B, c.S, c.H, c.D), c.dtype)
+    dv = alloc((c.B, c.S, c.H, c.DV), c.dtype)
     dbias = None
     if bias is not None:
         dbias = cp.zeros((c.B, c.H, c.T, c.S), cp.float32)
