@@ -39,6 +39,12 @@ TC_COMMON = r"""
 #define LN2 0.6931471805599453f
 extern __shared__ __align__(16) unsigned char smem[];  // dynamic: the tiles of one block
 
+template <int N8>
+__device__ __forceinline__ void zero(float (*x)[4]) {  // N8 accumulator tiles
+#pragma unroll
+  for (int j = 0; j < N8; j++) x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
+}
+
 #if DTYPE == 0
 __device__ __forceinline__ void mma8(float* c, const unsigned* a, unsigned b0, unsigned b1) {
   asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
@@ -217,11 +223,8 @@ template <int NB>
 __device__ __forceinline__ void two_products(float (*x)[4], float (*y)[4], const T* a1,
                                              const T* b1, const T* a2, const T* b2, int warp,
                                              int lane) {
-#pragma unroll
-  for (int j = 0; j < 2 * NB; j++) {
-    x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
-    y[j][0] = y[j][1] = y[j][2] = y[j][3] = 0.f;
-  }
+  zero<2 * NB>(x);
+  zero<2 * NB>(y);
 #pragma unroll
   for (int kb = 0; kb < D / 16; kb++) {
     unsigned a[A_N];
@@ -470,9 +473,7 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
   for (int mt = 0; mt < MTF; mt++) {
     mr[mt][0] = mr[mt][1] = -INF;
     lr[mt][0] = lr[mt][1] = 0.f;
-#pragma unroll
-    for (int j = 0; j < NO; j++)
-      acc[mt][j][0] = acc[mt][j][1] = acc[mt][j][2] = acc[mt][j][3] = 0.f;
+    zero<NO>(acc[mt]);
   }
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += BNF, stage ^= 1) {
@@ -490,10 +491,7 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
       const T* Vs = Vb + stage * BNF * LDV;
       float s[MTF][NJ][4];
 #pragma unroll
-      for (int mt = 0; mt < MTF; mt++) {
-#pragma unroll
-        for (int j = 0; j < NJ; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.f;
-      }
+      for (int mt = 0; mt < MTF; mt++) zero<NJ>(s[mt]);
 #pragma unroll
       for (int kb = 0; kb < D / 16; kb++) {
 #pragma unroll
@@ -593,8 +591,7 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   float l2[2], dl[2];
   row_stats(l2, dl, lse, delta, hb, r0, Tq, lane);
   float acc[D / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  zero<D / 8>(acc);
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += BND, stage ^= 1) {
     if (k0 + BND < hi) {
@@ -670,10 +667,8 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   if (lo < hi) load_q_tile<NTH>(Qb, Ob, Lb, Db, 0, qbase, obase, lrow, drow, lo, Tq, H);
   cp_commit();
   float dka[D / 8][4], dva[DV / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; j++) dka[j][0] = dka[j][1] = dka[j][2] = dka[j][3] = 0.f;
-#pragma unroll
-  for (int j = 0; j < DV / 8; j++) dva[j][0] = dva[j][1] = dva[j][2] = dva[j][3] = 0.f;
+  zero<D / 8>(dka);
+  zero<DV / 8>(dva);
   int stage = 0;
   for (int t0 = lo; t0 < hi; t0 += BMQ, stage ^= 1) {
     if (t0 + BMQ < hi)

@@ -114,8 +114,7 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   cp_commit();
   float acc[NO][4];
   float mr[2] = {-INF, -INF}, lr[2] = {0.f, 0.f};
-#pragma unroll
-  for (int j = 0; j < NO; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  zero<NO>(acc);
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += BNW, stage ^= 1) {
     if (k0 + BNW < hi) {  // the next tile into the other stage (free since the last barrier)
@@ -131,8 +130,7 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
       const T* Ks = Kb + stage * BNW * D;
       const T* Vs = Vb + stage * BNW * DV;
       float s[NJ][4];
-#pragma unroll
-      for (int j = 0; j < NJ; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+      zero<NJ>(s);
       wg_fence();
 #pragma unroll
       for (int kb = 0; kb < D / 16; kb++)  // S = Q K^T, k16 steps of 32 bytes in a block
@@ -180,11 +178,8 @@ template <int N, int NA>
 __device__ __forceinline__ void wg_two_products(float (*x)[4], float (*y)[4], const T* a1,
                                                 const T* b1, const T* a2, const T* b2,
                                                 int wg) {
-#pragma unroll
-  for (int j = 0; j < N / 8; j++) {
-    x[j][0] = x[j][1] = x[j][2] = x[j][3] = 0.f;
-    y[j][0] = y[j][1] = y[j][2] = y[j][3] = 0.f;
-  }
+  zero<N / 8>(x);
+  zero<N / 8>(y);
   wg_fence();
 #pragma unroll
   for (int kb = 0; kb < D / 16; kb++)
@@ -237,8 +232,7 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   float l2[2], dl[2];
   row_stats(l2, dl, lse, delta, hb, r0, Tq, lane);
   float acc[D / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+  zero<D / 8>(acc);
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += DQ_BN, stage ^= 1) {
     if (k0 + DQ_BN < hi) {
@@ -324,10 +318,8 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   if (lo < hi) wg_load_q_tile<NTH>(Qb, Ob, Lb, Db, 0, qbase, obase, lrow, drow, lo, Tq, H);
   cp_commit();
   float dka[D / 8][4], dva[DV / 8][4];
-#pragma unroll
-  for (int j = 0; j < D / 8; j++) dka[j][0] = dka[j][1] = dka[j][2] = dka[j][3] = 0.f;
-#pragma unroll
-  for (int j = 0; j < DV / 8; j++) dva[j][0] = dva[j][1] = dva[j][2] = dva[j][3] = 0.f;
+  zero<D / 8>(dka);
+  zero<DV / 8>(dva);
   int stage = 0;
   for (int t0 = lo; t0 < hi; t0 += DK_BM, stage ^= 1) {
     if (t0 + DK_BM < hi)  // the next tile into the other stage (free since the last barrier)

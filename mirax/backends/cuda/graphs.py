@@ -145,10 +145,8 @@ class Replay:
         end.record()
         end.synchronize()
         gpu = cp.cuda.get_elapsed_time(start, end) / 1e3
-        if self.measured is not None:
-            host, gpu = min(host, self.measured[0]), min(gpu, self.measured[1])
         copies = 2 * sum(b.nbytes for b in (*bufs, *out)) / COPY_BW
-        self.measured = (host, gpu, copies)
+        self.measured = host, gpu, copies = _fastest((host, gpu, copies), self.measured)
         if self.state != "off" and self.calls == WARMUP + MEASURED:
             pays = host > LAUNCH_BOUND * gpu and copies < COPIES * host
             self.state = "measured" if pays else "off"
@@ -214,9 +212,7 @@ class Replay:
         gpu = cp.cuda.get_elapsed_time(events[1], events[2]) / 1e3
         copies = (cp.cuda.get_elapsed_time(events[0], events[1])
                   + cp.cuda.get_elapsed_time(events[2], events[3])) / 1e3
-        if self.replayed is not None:
-            host, gpu, copies = (min(a, b) for a, b in zip((host, gpu, copies), self.replayed))
-        self.replayed = (host, gpu, copies)
+        self.replayed = host, gpu, copies = _fastest((host, gpu, copies), self.replayed)
         self.calls += 1
         if self.calls == MEASURED:
             plain_host, plain_gpu, _ = self.measured
@@ -238,17 +234,26 @@ class Replay:
             # the last replay (another thread's stream) must be done with the static buffers
             cur.wait_event(self.stream.record())
         self.stream = cur
-        mark = (lambda i: events[i].record()) if events else (lambda i: None)
-        mark(0)
+        _mark(events, 0)
         self.copy_in(bufs, self.static_in)
-        mark(1)
+        _mark(events, 1)
         self.cuda_graph.launch()
-        mark(2)
+        _mark(events, 2)
         outs = [cp.empty(o.shape, o.dtype) for o in self.static_out]
         self.copy_out(self.static_out, outs)
-        mark(3)
+        _mark(events, 3)
         stats["replays"] += 1
         return outs
+
+
+def _fastest(times, best):
+    """The timings `times`, each part the fastest of it and of `best` (None at first)."""
+    return times if best is None else tuple(min(a, b) for a, b in zip(times, best))
+
+
+def _mark(events, i):
+    if events:
+        events[i].record()
 
 
 def _aligned(o):
