@@ -567,9 +567,10 @@ def backward(ct, ct_lse, out, lse, q, k, v, mask, bias, *, scale, is_causal, win
     if bias is not None:
         dbias = cp.zeros((c.B, c.H, c.T, c.S), cp.float32)
     if c.T and c.S:
-        do = _padded(ct.astype(c.dtype, copy=False), c.DV)
+        ct = ct.astype(c.dtype, copy=False)   # (once: delta reads it too)
         lse = _contig(lse.astype(cp.float32, copy=False))
-        _BACKWARD[c.path](c, do, lse, _delta(c, ct, out, ct_lse), dq, dk, dv, dbias)
+        _BACKWARD[c.path](c, _padded(ct, c.DV), lse, _delta(c, ct, out, ct_lse), dq, dk, dv,
+                          dbias)
     dq, dk, dv = c.padded_out(dq, c.D0), c.padded_out(dk, c.D0), c.padded_out(dv, c.DV0)
     if dbias is not None:
         axes = tuple(i for i, n in enumerate(bias.shape) if n == 1)
