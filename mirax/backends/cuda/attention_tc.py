@@ -2,7 +2,8 @@
 f16/bf16: mma.sync m16n8k16 with float32 accumulation; fwd (with the row logsumexp), dq,
 dk/dv; tiles streamed through two cp.async shared-memory stages). attention_kernels.py
 prefixes it with its #defines and PRELUDE. TC_COMMON (fragments, cp.async tiles, the masked
-scores and the online softmax) is shared with the Hopper forward (attention_wg.py)."""
+scores, the online softmax, the backward's dS and the tile stores) is shared with the Hopper
+kernels (attention_wg.py)."""
 
 TC_COMMON = r"""
 // Products go in k16 steps. 16-bit types: mma.sync m16n8k16, lane = 4 g + tq: A (16x16,

@@ -1,16 +1,18 @@
-"""CUDA C source of the Hopper attention forward ("wg", sm_90a): flash attention whose two
-products are warpgroup MMAs (wgmma.mma_async m64nNk16, float32 accumulation) reading their
-shared-memory operands through matrix descriptors, for f16/bf16 with head dims that are
-multiples of 64. attention_kernels.py puts it after PRELUDE and TC_COMMON (attention_tc.py),
-whose masked scores, online softmax and fragment packing it shares: a wgmma accumulator holds,
-in each warp of the warpgroup, the same fragments as mma.sync's for that warp's 16 rows, and
-P goes from them into the second product's A registers unchanged.
+"""CUDA C source of the Hopper attention kernels ("wg", sm_90a): the flash forward, dq and
+dk/dv of attention_tc.py with warpgroup MMAs (wgmma.mma_async m64nNk16, float32
+accumulation) reading their shared-memory operands through matrix descriptors, for f16/bf16
+with head dims that are multiples of 64. attention_kernels.py puts it after PRELUDE and
+TC_COMMON (attention_tc.py), whose masked scores, online softmax, dS, fragment packing and
+tile stores it shares: a wgmma accumulator holds, in each warp of the warpgroup, the same
+fragments as mma.sync's for that warp's 16 rows, and P (or dS) goes from them into the next
+product's A registers unchanged.
 
 Shared-memory tiles are in the 128-byte swizzle the descriptors name: a W-wide tile of R rows
 is W / 64 column blocks, each R rows of 128 bytes, with 16-byte chunk c of row r stored at
-chunk c ^ (r % 8) (every block 1024-byte aligned). Q and K are read K-major (their rows run
-along the head dim); V is read MN-major (its rows run along the output's columns) with the
-instruction's B-transpose flag, so no tile is transposed in memory.
+chunk c ^ (r % 8) (every block 1024-byte aligned). A tile is read K-major where its rows run
+along the product's k (Q and K for the scores, dO and V for dP) and MN-major, with the
+instruction's B-transpose flag, where they run along the output's columns (V in the
+forward, K in dq, Q and dO in dk/dv), so no tile is transposed in memory.
 
 `wgmma_ops(ns)` writes the inline-PTX wrappers for each accumulator width N in ns: the
 register lists are long (N / 2 floats a thread), so they are generated, not typed."""
