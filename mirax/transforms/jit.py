@@ -20,7 +20,7 @@ import numpy as np
 from mirax.core import axes as _axes, config, dtypes, profile_events, tree
 from mirax.core.array import Array, DeletedBuffer
 from mirax.core.errors import int_tuple
-from mirax.core.runtime import executable, nonhost_buffers as _nonhost
+from mirax.core.runtime import executable, platform_of
 from mirax.core.trace import Tracer, aval_of, busy as _busy, state as _state
 from mirax.graph.build import arg_names_for, trace_to_graph
 from mirax.ops.call import call_p
@@ -102,13 +102,14 @@ class Jitted:
         return statics + kw_static, [a for _, a in dyn], kw_dyn
 
     def __call__(self, *args, **kwargs):
-        # Fast path: flat positional host Arrays, no interpreter active, a compiled entry.
-        # the knob resolves the precision of the products traced without one: part of the key
+        # Fast path: flat positional Arrays, no interpreter active, a compiled entry for
+        # their buffers' type (so platform), shapes and dtypes. The knob resolves the
+        # precision of the products traced without one: part of the key.
         prec = config.get("default_matmul_precision")
-        if not kwargs and not (_busy[0] and _state.active) and not _nonhost[0] and \
-                not _axes.busy[0]:
+        if not kwargs and not (_busy[0] and _state.active) and not _axes.busy[0]:
             try:
-                fkey = (prec, *[(a._buf.shape, a._buf.dtype, a._weak) for a in args])
+                fkey = (prec, *[(type(a._buf), a._buf.shape, a._buf.dtype, a._weak)
+                                for a in args])
                 entry = self._fast.get(fkey)
             except AttributeError:  # not all Arrays (or a tracer): the general path
                 entry = None
@@ -158,6 +159,18 @@ class Jitted:
                     self.evictions += 1
                     self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
+        # the fast path's key, of the buffers as they come (before any is donated)
+        fkey = None
+        if not kwargs and not statics and not (_busy[0] and _state.active) and \
+                not _axes.busy[0] and len(leaves) == len(args) and \
+                all(type(a) is Array for a in args):
+            bufs = [a._buf for a in args]
+            types = {type(b) for b in bufs}
+            if len(types) <= 1 and DeletedBuffer not in types:  # one platform
+                fkey = (prec, *[(type(b), b.shape, b.dtype, a._weak)
+                                for a, b in zip(args, bufs)])
+                platform = platform_of(bufs)
+            del bufs  # (a reference that donation would count as a use elsewhere)
         donate = graph.cache.get("donate_why", ())
         if donate and not (_busy[0] and _state.active):
             leaves = list(leaves)
@@ -169,14 +182,12 @@ class Jitted:
                 elif isinstance(x, np.ndarray):
                     leaves[i] = np.array(x)
         outs = call_p.bind(*leaves, graph=graph)
-        if not kwargs and not statics and not (_busy[0] and _state.active) and \
-                not _nonhost[0] and not _axes.busy[0] and len(leaves) == len(args) and \
-                all(type(a) is Array for a in args):
+        if fkey is not None:  # what eager dispatch of `call` ran: the platform's executable
             n_out = -1 if out_tree == _LEAF else len(outs)
-            fast = (key, executable(graph, "cpu"), out_tree, n_out, donate)
+            fast = (key, executable(graph, platform), out_tree, n_out, donate)
             with self._lock:
                 if key in self.cache:  # (not evicted meanwhile by another thread)
-                    self._fast[(prec, *key[1])] = fast
+                    self._fast[fkey] = fast
         return tree.unflatten(out_tree, outs)
 
     def _trace(self, args, kwargs, leaves, in_tree):
