@@ -10,10 +10,11 @@ kernels (`wg_tiles`): wg_fwd (NWG warpgroups of 64 query rows, BNW-key tiles, re
 bounded for MINB blocks a multiprocessor), wg_dq (DQ_NWG, DQ_BN, DQ_MINB) and wg_dkdv
 (DK_NWG warpgroups of 64 keys, DK_BM-query tiles, DK_MINB); milliseconds a call (median of
 `--reps` batches of 10 calls); a variant that does not compile or launch is reported with its
-error. The sizes `tc_tiles` and `wg_tiles` return are marked with *.
+error. The sizes `tc_tiles` and `wg_tiles` return are marked with *. `--kernels` times only
+the named rows.
 
     PYTHONPATH=. python benchmarks/attention_tiles.py [--dtype bfloat16,float32]
-        [--shape 8,1024,16,64] [--reps 5] [--json out.json]
+        [--shape 8,1024,16,64] [--reps 5] [--kernels wg_fwd,wg_dq] [--json out.json]
 """
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ def main():
     ap.add_argument("--shape", default="8,1024,16,64")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--kernels", default=None,
+                    help="comma-separated variant groups (fwd,dq,dkdv,wg_fwd,...): only these")
     args = ap.parse_args()
 
     import cupy as cp
@@ -87,6 +90,8 @@ def main():
         wg_base = attention.wg_tiles(D, D)
         rows = {}
         for group, (names, values) in VARIANTS.items():
+            if args.kernels and group not in args.kernels.split(","):
+                continue
             kernels = (group,)
             wg = group.startswith("wg")
             if wg and not (dtype != "float32" and attention.hopper(c)):

@@ -353,12 +353,17 @@ def wg_tiles(d: int, dv: int) -> dict:
     tc 0.337); [2,4096,8,128] 2 warpgroups 0.211 (1: 0.247, 128 keys 0.231; tc 0.316). Tiles
     of 128 keys take 180-230 registers (one block a multiprocessor) or spill. Issuing the
     next tile's Q K^T before this tile's softmax (FlashAttention-3's overlap within a
-    warpgroup, three K/V stages) measured slower at every size: 230 registers; and folding
-    the scale into the exponent's FFMA did not pay. dq at [8,1024,16,64]: 1 warpgroup over
-    64-key tiles, 2 blocks 0.093 (3 blocks 0.095-0.097, 32-key tiles 0.105-0.107, 2
-    warpgroups 0.14); dk/dv: 1 warpgroup over 64-query tiles, 2 blocks 0.150 (32-query
-    tiles, 3 blocks 0.152; 16, 4 blocks 0.187; 2 warpgroups 0.174), at [2,4096,8,128] 0.347
-    (32-query tiles spill: 0.91). dk/dv takes 204 registers, dq 162."""
+    warpgroup, three K/V stages) measured slower at every size: 230 registers; folding
+    the scale into the exponent's FFMA did not pay; nor did loading K/V tiles two or three
+    ahead through 3 or 4 stages alone ([2,4096,16,64]: 0.258-0.275 against 0.257-0.268;
+    [2,4096,8,128] with 2 warpgroups 0.285-0.291 against 0.207). dq at [8,1024,16,64]: 1
+    warpgroup over 64-key tiles, 2 blocks 0.093 (3 blocks 0.095-0.097, 32-key tiles
+    0.105-0.107, 2 warpgroups 0.14); dk/dv: 1 warpgroup over 64-query tiles, 2 blocks 0.150
+    (32-query tiles, 3 blocks 0.152; 16, 4 blocks 0.187; 2 warpgroups 0.174), at
+    [2,4096,8,128] 0.347 (32-query tiles spill: 0.91). dk/dv takes 204 registers, dq 162.
+    dq added inside dk/dv (dS through shared memory into dS K, float32 atomic reductions
+    into a buffer) took the dk/dv kernel from 0.156 to 0.238 ms at [8,1024,16,64] and from
+    0.46 to 0.78 at [2,4096,16,64], more than the dq kernel it spares (0.093, 0.30)."""
     t = {"D": d, "DV": dv, "PAD": 8, "DQ_NWG": 1, "DQ_BN": 64, "DQ_MINB": 2, "DK_NWG": 1,
          "DK_BM": 64, "DK_MINB": 2}
     if max(d, dv) <= 64:
