@@ -216,6 +216,26 @@ def test_grad_mlp_matches_cpu():
     _close(got_jit, want, 1e-4, 1e-6)
 
 
+def test_jit_fast_path_per_platform():
+    """A jitted function called again with arrays of the same shapes takes the cached fast
+    path on each platform: CUDA arrays run the CUDA plan, host arrays the CPU plan (also
+    now that CUDA buffers exist), each with the values of the first call; a mix of the two
+    goes through eager dispatch, as the first call did."""
+    f = mx.jit(lambda a, b: a * b + 1.0)
+    a, b = np.arange(6.0, dtype=np.float32).reshape(2, 3), np.full((2, 3), 2.0, np.float32)
+    want = a * b + 1.0
+    for xs in ((_cuda(a), _cuda(b)), (mx.asarray(a), mx.asarray(b))):
+        for _ in range(3):
+            out = f(*xs)
+            assert isinstance(out._buf, cp.ndarray) == isinstance(xs[0]._buf, cp.ndarray)
+            np.testing.assert_array_equal(np.asarray(out), want)
+    kinds = {k[1][0] for k in f._fast}
+    assert kinds == {cp.ndarray, np.ndarray}, kinds
+    mixed = f(_cuda(a), mx.asarray(b))
+    np.testing.assert_array_equal(np.asarray(mixed), want)
+    assert len(f._fast) == 2  # the mix is no fast entry
+
+
 def test_value_and_grad_of_jit_and_vmap():
     params, x, y = _mlp_data()
     f = mx.jit(_mlp_loss)
