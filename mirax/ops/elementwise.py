@@ -52,9 +52,11 @@ def _nary_jvp(prim, derivs):
             c = d(t, *primals, out)
             if c is None:
                 continue
-            if c.shape != out.shape:
-                c = shape_ops.broadcast_to(c, out.shape)
+            # (the sum broadcasts as the op did: a lower-rank contribution, the tangent of
+            # a bias, say, is not materialized at the output's shape)
             t_out = c if t_out is None else add(t_out, c)
+        if t_out is not None and t_out.shape != out.shape:
+            t_out = shape_ops.broadcast_to(t_out, out.shape)
         return out, t_out
     return jvp
 
