@@ -108,9 +108,7 @@ class Jitted:
         prec = config.get("default_matmul_precision")
         if not kwargs and not (_busy[0] and _state.active) and not _axes.busy[0]:
             try:
-                fkey = (prec, *[(type(a._buf), a._buf.shape, a._buf.dtype, a._weak)
-                                for a in args])
-                entry = self._fast.get(fkey)
+                entry = self._fast.get(_fast_key(prec, args))
             except AttributeError:  # not all Arrays (or a tracer): the general path
                 entry = None
             if entry is not None:
@@ -159,18 +157,16 @@ class Jitted:
                     self.evictions += 1
                     self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
-        # the fast path's key, of the buffers as they come (before any is donated)
+        # the fast path's key, of the buffers as they come (before any is donated), where
+        # they are all of one platform
         fkey = None
         if not kwargs and not statics and not (_busy[0] and _state.active) and \
                 not _axes.busy[0] and len(leaves) == len(args) and \
                 all(type(a) is Array for a in args):
-            bufs = [a._buf for a in args]
-            types = {type(b) for b in bufs}
-            if len(types) <= 1 and DeletedBuffer not in types:  # one platform
-                fkey = (prec, *[(type(b), b.shape, b.dtype, a._weak)
-                                for a, b in zip(args, bufs)])
-                platform = platform_of(bufs)
-            del bufs  # (a reference that donation would count as a use elsewhere)
+            types = {type(a._buf) for a in args}
+            if len(types) <= 1 and DeletedBuffer not in types:
+                fkey = _fast_key(prec, args)
+                platform = platform_of([a._buf for a in args])
         donate = graph.cache.get("donate_why", ())
         if donate and not (_busy[0] and _state.active):
             leaves = list(leaves)
@@ -259,6 +255,12 @@ class Jitted:
             label = self.params[i] if isinstance(i, int) and i < len(self.params) else i
             sig[f"static {label}"] = repr(v)
         return sig
+
+
+def _fast_key(prec, args) -> tuple:
+    """The fast path's key of positional Arrays: the precision knob, and each buffer's type
+    (so its platform), shape, dtype and weak type."""
+    return (prec, *[(type(a._buf), a._buf.shape, a._buf.dtype, a._weak) for a in args])
 
 
 def _take(x: Array, why: str):
