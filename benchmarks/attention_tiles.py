@@ -52,6 +52,7 @@ def main():
     ap.add_argument("--kernels", default=None,
                     help="comma-separated variant groups (fwd,dq,dkdv,wg_fwd,...): only these")
     args = ap.parse_args()
+    only = set(args.kernels.split(",")) if args.kernels else None
 
     import cupy as cp
 
@@ -90,7 +91,7 @@ def main():
         wg_base = attention.wg_tiles(D, D)
         rows = {}
         for group, (names, values) in VARIANTS.items():
-            if args.kernels and group not in args.kernels.split(","):
+            if only and group not in only:
                 continue
             kernels = (group,)
             wg = group.startswith("wg")

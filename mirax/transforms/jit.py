@@ -106,11 +106,13 @@ class Jitted:
         # their buffers' type (so platform), shapes and dtypes. The knob resolves the
         # precision of the products traced without one: part of the key.
         prec = config.get("default_matmul_precision")
+        fkey = None
         if not kwargs and not (_busy[0] and _state.active) and not _axes.busy[0]:
             try:
-                entry = self._fast.get(_fast_key(prec, args))
+                fkey = _fast_key(prec, args)
             except AttributeError:  # not all Arrays (or a tracer): the general path
-                entry = None
+                pass
+            entry = None if fkey is None else self._fast.get(fkey)
             if entry is not None:
                 key, run, out_tree, n_out, donate = entry
                 # no lock here (it would cost a third of this path): both steps are one
@@ -157,16 +159,15 @@ class Jitted:
                     self.evictions += 1
                     self._fast = {k: e for k, e in self._fast.items() if e[0] in self.cache}
         graph, out_tree = entry[0], entry[1]
-        # the fast path's key, of the buffers as they come (before any is donated), where
-        # they are all of one platform
-        fkey = None
-        if not kwargs and not statics and not (_busy[0] and _state.active) and \
-                not _axes.busy[0] and len(leaves) == len(args) and \
-                all(type(a) is Array for a in args):
-            types = {type(a._buf) for a in args}
-            if len(types) <= 1 and DeletedBuffer not in types:
-                fkey = _fast_key(prec, args)
-                platform = platform_of([a._buf for a in args])
+        # a fast entry for this call's key (of the buffers as they came, before any is
+        # donated) where they are plain Arrays all of one platform
+        types = {k[0] for k in fkey[1:]} if fkey is not None else None
+        if types is None or statics or len(leaves) != len(args) or \
+                not all(type(a) is Array for a in args) or len(types) > 1 or \
+                DeletedBuffer in types:
+            fkey = None
+        else:
+            platform = platform_of([a._buf for a in args])
         donate = graph.cache.get("donate_why", ())
         if donate and not (_busy[0] and _state.active):
             leaves = list(leaves)
