@@ -93,10 +93,11 @@ _declare("cpu_threads", int, 0, "threads for CPU kernels (0: every core this pro
          "run on)")
 _declare("cpu_native_threads", bool, True, "compiled CPU loops run their parts on numba's "
          "TBB threads (off, or without the tbb package: on mirax's pool of Python threads)")
-_declare("cpu_gemm", str, "blas", "threads of big matrix products in CPU plans: blas (each "
-         "product whole, on the BLAS library's own threads, as many as its size pays for) or "
-         "pool (split over mirax's threads, one BLAS thread each: for cores busy with other "
-         "processes)", choices=("blas", "pool"))
+_declare("cpu_gemm", str, "auto", "threads of big matrix products in CPU plans: native "
+         "(a grid of blocks on numba's native threads, one single-threaded BLAS call a "
+         "block), blas (each product whole, on the BLAS library's own threads, which spin "
+         "for a while after each call), pool (split over mirax's Python threads) or auto "
+         "(native from 8 threads, blas below)", choices=("auto", "native", "blas", "pool"))
 _declare("numba", bool, True, "compile CPU fusion nodes of arithmetic ops with numba when "
          "it is installed")
 _declare("cpu_malloc", str, "reuse", "CPU plan outputs: reuse (memory glibc keeps, no page "

@@ -208,12 +208,15 @@ def test_stacked_small_products_split_over_the_stack(splits):
     np.testing.assert_array_equal(got, np.matmul(q, k.transpose(0, 2, 1)))
 
 
-@pytest.mark.parametrize("gemm", ["pool", "blas"])
+@pytest.mark.parametrize("gemm", ["native", "pool", "blas"])
 @pytest.mark.parametrize("m,k,n", [(512, 256, 256), (40, 512, 1024), (256, 512, 10)])
-def test_products_on_threads(m, k, n, gemm, splits, knobs, monkeypatch):
-    """Big products run whole on BLAS's threads (cpu_gemm "blas") or split over the pool
-    ("pool"), at every thread count the same dot products up to the rounding of k."""
+def test_products_on_threads(m, k, n, gemm, splits, loop_parts, knobs, monkeypatch):
+    """Big products run in blocks on native threads (cpu_gemm "native"), whole on BLAS's
+    threads ("blas") or split over the pool ("pool"), at every thread count the same dot
+    products up to the rounding of k."""
     knobs(cpu_gemm=gemm)
+    if gemm == "native":
+        _engine(knobs, True)
     blas_threads = []
     real = np.matmul
     monkeypatch.setattr(np, "matmul", lambda *a, **kw: blas_threads.append(
@@ -232,7 +235,8 @@ def test_products_on_threads(m, k, n, gemm, splits, knobs, monkeypatch):
     np.testing.assert_allclose(one[0], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
     big = n > 10   # (256 x 512 x 10: under two threads' worth of work)
     assert any(s > 1 for s in splits) == (big and gemm == "pool")
-    if threads.blas.available:
+    assert any(p > 1 and on for p, _, on in loop_parts) == (big and gemm == "native")
+    if threads.blas.available and blas_threads:
         assert (max(blas_threads) > 1) == (big and gemm == "blas")
         assert max(blas_threads) <= 3
 
@@ -368,6 +372,26 @@ def test_row_composites_split_over_rows(op, monkeypatch):
     np.testing.assert_array_equal(got[1], want[1])           # row results: bitwise
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)   # sums: to rounding
     np.testing.assert_allclose(got[2], want[2], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("count", [2, parallel.NATIVE_GEMM_THREADS])
+def test_auto_products_engine_by_thread_count(count, loop_parts, knobs, monkeypatch):
+    """cpu_gemm "auto": BLAS's own threads on few threads, the native grid on many."""
+    knobs(cpu_gemm="auto")
+    _engine(knobs, True)
+    blas_threads = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **kw: blas_threads.append(
+        threads.blas.threads()) or real(*a, **kw))
+    x = RNG.standard_normal((512, 256)).astype(np.float32)
+    w = RNG.standard_normal((256, 256)).astype(np.float32)
+    with config.override(cpu_threads=count):
+        got = parallel.matmul(x, w)
+    native = count >= parallel.NATIVE_GEMM_THREADS
+    assert any(p > 1 and on for p, _, on in loop_parts) == native
+    if threads.blas.available:
+        assert (bool(blas_threads) and max(blas_threads) > 1) == (not native)
+    np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=1e-4, atol=1e-3)
 
 
 def test_numpy_chain_kernels_cap_their_threads(monkeypatch, knobs):

@@ -9,9 +9,10 @@ every thread count.
 - elementwise: each part computes its slice of the output; values are bitwise those of the
   whole-array call (a ufunc computes every element on its own).
 - reductions keeping axis 0: each part reduces its rows; bitwise equal as well.
-- matrix products: whole on BLAS's own threads, as many as the product's size pays for
-  (knob cpu_gemm "blas", the default; threads.py says why), or one part per thread (rows,
-  columns or matrices of a stack), each one BLAS call on one BLAS thread ("pool").
+- matrix products: a grid of blocks on numba's native threads, one single-threaded BLAS
+  call a block (knob cpu_gemm "native", the default; threads.py says why), whole on BLAS's
+  own threads ("blas"), or one part per thread on the pool (rows, columns or matrices of a
+  stack), each one BLAS call on one BLAS thread ("pool").
 - reductions over axis 0 (and maybe others): each part's partial is reduced like the whole
   array, the partials combined in part order: equal to NumPy's call up to rounding (the
   summation is cut at the part boundaries), and the same at every thread count.
@@ -37,29 +38,38 @@ _COSTLY = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sin
            "tan", "arcsin", "arccos", "arctan", "sinh", "cosh", "arcsinh", "arccosh",
            "arctanh", "power", "arctan2", "cbrt", "logaddexp", "true_divide", "sqrt"}
 MIN_ROWS = 32        # a product is split into parts of at least this many rows (or columns)
-# Products too small for BLAS's threads (under two threads' GEMM_FLOPS_PER_THREAD) are
-# split on numba's native threads where a part has NATIVE_GEMM_FLOPS: one compiled call,
-# each part one call of the BLAS library's gemm on its rows or columns (no GIL, no pool).
-# The W3 Hessian-vector product's 64 x 256 x 384 products (12.6 MFLOP) had run on one
-# thread: 0.18-0.22 ms each on the 16-core Xeon while JAX's whole step took 1.4-2.6 ms.
+# Products are cut into blocks of at least NATIVE_GEMM_FLOPS on numba's native threads: one
+# compiled call, each block one call of the BLAS library's gemm (no GIL, no pool). The W3
+# Hessian-vector product's 64 x 256 x 384 products (12.6 MFLOP) had run on one thread:
+# 0.18-0.22 ms each on the 16-core Xeon while JAX's whole step took 1.4-2.6 ms.
 NATIVE_GEMM_FLOPS = 1 << 21
-# C[:, s:e] = A B[:, s:e] (`cols`) or C[s:e] = A[s:e] B; a, b C- or F-contiguous (trans
-# 111 or 112: row-major, as BLAS reads them, or their transposes), c C-contiguous
-_GEMM_PARTS = """
-def kernel(a, b, c, ta, tb, lda, ldb, m, n, k, cols, s, e):
+# cpu_gemm "auto": the native grid from this many threads, BLAS's own threads below.
+# Measured (each mode in its own process, `MIRAX_CPU_GEMM=... python benchmarks/suite.py
+# --threads 0 --no-eager --no-torch`, ms): on 2 cores BLAS's threads are faster (W1 9.8
+# against 14.5, W5 62 against 72: a block's single-threaded call packs its operands
+# alone, where BLAS's threads share them); on the 16-core Xeon the grid is (W5 16.6-16.9
+# against 23-50, W1 2.7-3.2 against 3.2-3.6, W3 1.8-1.9 against 1.9-2.2: BLAS's threads
+# spin after each call and take the cores from the kernels that follow; JAX's own step
+# in the same process took 43 ms against 12-13). 4 and 8 threads were not measured.
+NATIVE_GEMM_THREADS = 8
+# C's block (row part i, column part j) = A[rows i] B[:, columns j], for part p = i tn + j
+# of a tm x tn grid (row and column bounds in `rows` / `cols`); a, b C- or F-contiguous
+# (trans 111 or 112: row-major, as BLAS reads them, or their transposes), c C-contiguous
+_GEMM_GRID = """
+def kernel(a, b, c, ta, tb, lda, ldb, n, k, rows, cols, tn, p, _):
     one, zero = _np.DTYPE(1), _np.DTYPE(0)
-    if cols:
-        _gemm(ta, tb, m, e - s, k, one, a, lda, b[:, s:e], ldb, zero, c[:, s:e], n)
-    else:
-        _gemm(ta, tb, e - s, n, k, one, a[s:e], lda, b, ldb, zero, c[s:e], n)
+    r0, r1 = rows[p // tn], rows[p // tn + 1]
+    c0, c1 = cols[p % tn], cols[p % tn + 1]
+    _gemm(ta, tb, r1 - r0, c1 - c0, k, one, a[r0:r1], lda, b[:, c0:c1], ldb, zero,
+          c[r0:r1, c0:c1], n)
     return 0
 """
-_GEMM_PARTS_WRAP = """
+_GEMM_GRID_WRAP = """
 
 @_parts
-def kernel_parts(a, b, c, ta, tb, lda, ldb, m, n, k, cols, starts, stops, p0, p1):
+def kernel_parts(a, b, c, ta, tb, lda, ldb, n, k, rows, cols, tn, starts, stops, p0, p1):
     for p in _nb.prange(p0, p1):
-        kernel(a, b, c, ta, tb, lda, ldb, m, n, k, cols, starts[p], stops[p])
+        kernel(a, b, c, ta, tb, lda, ldb, n, k, rows, cols, tn, starts[p], stops[p])
     return 0
 """
 
@@ -166,35 +176,49 @@ def _split(extent: int, t: int) -> list[tuple[int, int]]:
 
 
 def matmul(x, y):
-    """x @ y (2-d) on up to n_threads() threads, each product of at least
-    GEMM_FLOPS_PER_THREAD: whole on that many BLAS threads (cpu_gemm "blas"), or (cpu_gemm
-    "pool") the output's columns (when it has no more rows than columns, or
-    few rows) or rows split into one part per thread, each part one single-threaded BLAS
-    call. Each output element is the same BLAS dot product as in the whole call (OpenBLAS
-    blocks K alike for every M and N).
+    """x @ y (2-d) on up to n_threads() threads, by the knob cpu_gemm: cut into a grid of
+    blocks on numba's native threads, one single-threaded BLAS call a block, as many blocks
+    as the product has NATIVE_GEMM_FLOPS ("native": _native_matmul); whole on BLAS's own
+    threads, as many as it has GEMM_FLOPS_PER_THREAD ("blas", and "native" where there
+    are no native threads); or the output's rows or columns split over the pool, one
+    single-threaded BLAS call a part ("pool"). "auto" (the default) is "native" from
+    NATIVE_GEMM_THREADS threads, "blas" below. Products too small for BLAS's threads take
+    the native grid in every mode; products too small for two blocks run on the calling
+    thread. Each output element is the same BLAS dot product as
+    in the whole call on one thread (OpenBLAS blocks K alike for every M and N; blocks so
+    small that OpenBLAS takes its small-matrix kernels round differently).
 
-    Every part packs the operand it shares whole: splitting the rows copies y into each
-    thread's packed buffers, splitting the columns x. Of the MLP products of
-    benchmarks/training.py on 2 cores, 128 x 1024 x 1024 took 2.47 ms split by rows
-    (slower than one thread, 2.18) and 1.61 ms by columns, as OpenBLAS's own 2 threads."""
+    Every part packs its own rows of x and columns of y: the operand a split shares is
+    copied into each part's packed buffers. Of the MLP products of benchmarks/training.py
+    on 2 cores, 128 x 1024 x 1024 took 2.47 ms split by rows over the pool (slower than
+    one thread, 2.18) and 1.61 ms by columns, as OpenBLAS's own 2 threads."""
     m, k = x.shape
     n = y.shape[1]
     t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
-    if t > 1 and config.get("cpu_gemm") == "blas":
-        return blas.call(t, np.matmul, x, y)
-    if t <= 1:
+    gemm = config.get("cpu_gemm")
+    if gemm == "auto":
+        gemm = "native" if n_threads() >= NATIVE_GEMM_THREADS else "blas"
+    if t > 1 and gemm == "pool":
+        return _pool_matmul(x, y, t)
+    if gemm == "native" or t <= 1:
         out = _native_matmul(x, y)
         if out is not None:
             return out
-    if t > 1 and m >= MIN_ROWS * t and (m > n or n < MIN_ROWS * t):
+    return blas.call(t, np.matmul, x, y) if t > 1 else np.matmul(x, y)
+
+
+def _pool_matmul(x, y, t: int):
+    """x @ y with its rows (or columns) split into t parts on the pool."""
+    (m, n), dt = (x.shape[0], y.shape[1]), np.result_type(x, y)
+    if m >= MIN_ROWS * t and (m > n or n < MIN_ROWS * t):
         ps = _split(m, t)
-        out = np.empty((m, n), np.result_type(x, y))
+        out = np.empty((m, n), dt)
         pool.map(lambda i: np.matmul(x[ps[i][0]:ps[i][1]], y, out=out[ps[i][0]:ps[i][1]]),
                  len(ps))
         return out
-    if t > 1 and n >= MIN_ROWS * t:
+    if n >= MIN_ROWS * t:
         ps = _split(n, t)
-        out = np.empty((m, n), np.result_type(x, y))
+        out = np.empty((m, n), dt)
         pool.map(lambda i: np.matmul(x, y[:, ps[i][0]:ps[i][1]],
                                      out=out[:, ps[i][0]:ps[i][1]]), len(ps))
         return out
@@ -211,10 +235,25 @@ def _stored(a):
     return a, 111, max(1, a.shape[1])
 
 
+def grid(m: int, n: int, t: int) -> tuple[list, list]:
+    """The row and column bounds of an m x n product cut into at most t blocks of at least
+    MIN_ROWS rows and columns (on multiples of 16): as many blocks as allowed, and of those
+    grids the one whose blocks pack the least (each block packs its rows of the left
+    operand and its columns of the right one: tn m + tm n elements a row of K)."""
+    best = None
+    for tm in range(1, max(1, min(t, m // MIN_ROWS)) + 1):
+        tn = max(1, min(t // tm, n // MIN_ROWS))
+        rows, cols = _split(m, tm), _split(n, tn)
+        key = (len(rows) * len(cols), -(len(cols) * m + len(rows) * n))
+        if best is None or key > best[0]:
+            best = key, rows, cols
+    return best[1], best[2]
+
+
 def _native_matmul(x, y):
-    """x @ y split on native threads (_GEMM_PARTS), or None where it does not pay (fewer
-    than two parts of NATIVE_GEMM_FLOPS, or no part of MIN_ROWS rows or columns) or does
-    not apply (dtypes, numba, the library's gemm)."""
+    """x @ y in a grid of blocks on native threads (_GEMM_GRID), as many as the product
+    has NATIVE_GEMM_FLOPS and the threads allow, or None where it does not pay (fewer than
+    two blocks) or does not apply (dtypes, numba, the library's gemm)."""
     m, k = x.shape
     n = y.shape[1]
     t = min(n_threads(), (2 * m * k * n) // NATIVE_GEMM_FLOPS)
@@ -222,25 +261,24 @@ def _native_matmul(x, y):
     if t <= 1 or k == 0 or dt not in _FLOATS or x.dtype != dt or y.dtype != dt or \
             not native.ready() or not loops.available():
         return None
-    cols = not (m >= MIN_ROWS * t and (m > n or n < MIN_ROWS * t))
-    if cols and n < MIN_ROWS * t:
-        return None
-    src = _gemm_parts_source(dt)
-    if src is None:
+    rows, cols = grid(m, n, t)
+    blocks = len(rows) * len(cols)
+    src = _gemm_grid_source(dt)
+    if blocks < 2 or src is None:
         return None
     (a, ta, lda), (b, tb, ldb) = _stored(x), _stored(y)
     out = np.empty((m, n), dt)
-    ps = _split(n if cols else m, t)
-    loops.run_gemm_parts(src, (a, b, out, ta, tb, lda, ldb, m, n, k, cols), *loops.bounds(ps),
-                         t)
+    edges = [np.array([s for s, _ in ps] + [ps[-1][1]], np.int64) for ps in (rows, cols)]
+    loops.run_gemm_parts(src, (a, b, out, ta, tb, lda, ldb, n, k, *edges, len(cols)),
+                         np.arange(blocks, dtype=np.int64), np.zeros(blocks, np.int64), t)
     return out
 
 
 @functools.cache
-def _gemm_parts_source(dt):
+def _gemm_grid_source(dt):
     gemm = loops.gemm_source(dt)
     return None if gemm is None else \
-        _GEMM_PARTS.replace("DTYPE", dt.name) + gemm + _GEMM_PARTS_WRAP
+        _GEMM_GRID.replace("DTYPE", dt.name) + gemm + _GEMM_GRID_WRAP
 
 
 def matmul_stack(x, y):

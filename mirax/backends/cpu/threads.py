@@ -32,21 +32,21 @@ Thread count: `mx.config` knob cpu_threads (0: every core of this process's CPU 
 read at each call, so `config.override(cpu_threads=1)` holds for a block). Small ops stay on
 the calling thread: a kernel goes parallel only with at least two parts of work.
 GEMMs: inside a plan BLAS runs on one thread (`blas.enter`, the caller's count restored at
-the plan's end), but for a product big enough for several threads (GEMM_FLOPS_PER_THREAD
-each: parallel.matmul), which runs whole on that many of BLAS's own threads (`blas.call`;
-knob cpu_gemm "blas", the default) or split over this pool, one single-threaded BLAS call
-a part ("pool"). Whole, BLAS's threads share the packed operands; each part of a split
-packs the operand it shares again. Measured with the knob as the only change (the suite's
-step times over JAX's, `MIRAX_CPU_GEMM=pool` against `blas`, `python benchmarks/suite.py
---threads 0 --only W1,W3,W5`, two runs each on 2 cores): W1 0.82 / 0.64 -> 0.73 / 0.59,
-W3 1.18 / 1.16 -> 1.00 / 1.12, W5 1.02 / 1.13 -> 0.89 / 0.91; training epochs on 16
-cores (benchmarks/training.py's models, ms): MLP 158 -> 127, VAE 151 -> 107, ResNet 321
--> 297, transformer 972 -> 844; W1's products on 16 cores 0.63-0.97 -> 0.39-0.47 ms.
-OpenBLAS's threads spin for a while after a call, which slows the nodes that follow
-(W5's gelu backward on 16 cores: under 1.1 -> 2.2 ms in one pair of profiles), and on a
-machine whose cores are busy with other processes they wait on each other (a 256x512x512
-product once measured 74 ms on two busy cores against 0.9 ms on one thread): "pool" is
-for those.
+the plan's end). A product big enough for several threads runs whole on as many of BLAS's
+own threads as it has GEMM_FLOPS_PER_THREAD (`blas.call`; knob cpu_gemm "blas"), or is
+cut into a grid of blocks on numba's native threads, one single-threaded BLAS call a block
+("native"), or split over this pool ("pool"); "auto", the default, takes "native" on many
+threads and "blas" on few (parallel.NATIVE_GEMM_THREADS says what was measured). Whole,
+BLAS's threads share the packed operands, where each block packs its rows and columns
+again; but OpenBLAS's threads spin after each call (2^28 cycles, about 0.1 s, unless
+OPENBLAS_THREAD_TIMEOUT was set before the library loaded) and take the cores from the
+kernels that follow, and from JAX's or PyTorch's threads in the same process: on the
+16-core Xeon a parallel kernel waits for its slowest part, and a part whose thread lost
+its core waits a time slice. (With OPENBLAS_THREAD_TIMEOUT=4 BLAS's threads sleep at once
+and waking them, one after another, cost more than the products: W1 3.7 -> 9.5 ms.) On a
+machine whose cores are busy with other processes BLAS's threads also wait on each other
+(a 256x512x512 product once measured 74 ms on two busy cores against 0.9 ms on one
+thread): "pool" and "native" are for those.
 """
 from __future__ import annotations
 
