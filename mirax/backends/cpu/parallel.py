@@ -40,8 +40,12 @@ _COSTLY = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sin
 MIN_ROWS = 32        # a product is split into parts of at least this many rows (or columns)
 # Products are cut into blocks of at least NATIVE_GEMM_FLOPS on numba's native threads: one
 # compiled call, each block one call of the BLAS library's gemm (no GIL, no pool). The W3
-# Hessian-vector product's 64 x 256 x 384 products (12.6 MFLOP) had run on one thread:
-# 0.18-0.22 ms each on the 16-core Xeon while JAX's whole step took 1.4-2.6 ms.
+# Hessian-vector product's 64 x 256 x 384 products (12.6 MFLOP) took 0.18-0.22 ms each on
+# one thread of the 16-core Xeon in a process with spinning BLAS threads; measured again
+# without them (the eleventh session) they took 0.11 ms on one thread and 0.10-0.13 in 2
+# to 16 blocks: concurrent single-threaded OpenBLAS calls scaled poorly there (two
+# threads running 64 x 256 x 96 products were no faster than one), where its own 16
+# threads took 0.05-0.06 ms.
 NATIVE_GEMM_FLOPS = 1 << 21
 # cpu_gemm "auto": the native grid from this many threads, BLAS's own threads below.
 # Measured (each mode in its own process, `MIRAX_CPU_GEMM=... python benchmarks/suite.py
