@@ -10,9 +10,10 @@ every thread count.
   whole-array call (a ufunc computes every element on its own).
 - reductions keeping axis 0: each part reduces its rows; bitwise equal as well.
 - matrix products: a grid of blocks on numba's native threads, one single-threaded BLAS
-  call a block (knob cpu_gemm "native", the default; threads.py says why), whole on BLAS's
-  own threads ("blas"), or one part per thread on the pool (rows, columns or matrices of a
-  stack), each one BLAS call on one BLAS thread ("pool").
+  call a block (knob cpu_gemm "native"), whole on BLAS's own threads ("blas"), or one part
+  per thread on the pool (rows, columns or matrices of a stack), each one BLAS call on one
+  BLAS thread ("pool"); "auto", the default, picks by the thread count (threads.py says
+  why).
 - reductions over axis 0 (and maybe others): each part's partial is reduced like the whole
   array, the partials combined in part order: equal to NumPy's call up to rounding (the
   summation is cut at the part boundaries), and the same at every thread count.
@@ -42,7 +43,7 @@ MIN_ROWS = 32        # a product is split into parts of at least this many rows 
 # compiled call, each block one call of the BLAS library's gemm (no GIL, no pool). The W3
 # Hessian-vector product's 64 x 256 x 384 products (12.6 MFLOP) took 0.18-0.22 ms each on
 # one thread of the 16-core Xeon in a process with spinning BLAS threads; measured again
-# without them (the eleventh session) they took 0.11 ms on one thread and 0.10-0.13 in 2
+# without them they took 0.11 ms on one thread and 0.10-0.13 in 2
 # to 16 blocks: concurrent single-threaded OpenBLAS calls scaled poorly there (two
 # threads running 64 x 256 x 96 products were no faster than one), where its own 16
 # threads took 0.05-0.06 ms.
@@ -57,8 +58,9 @@ NATIVE_GEMM_FLOPS = 1 << 21
 # in the same process took 43 ms against 12-13). 4 and 8 threads were not measured.
 NATIVE_GEMM_THREADS = 8
 # C's block (row part i, column part j) = A[rows i] B[:, columns j], for part p = i tn + j
-# of a tm x tn grid (row and column bounds in `rows` / `cols`); a, b C- or F-contiguous
-# (trans 111 or 112: row-major, as BLAS reads them, or their transposes), c C-contiguous
+# of a tm x tn grid (row and column bounds in `rows` / `cols`; run_parts passes p as the
+# part's start, its stop unused); a, b C- or F-contiguous (trans 111 or 112: row-major, as
+# BLAS reads them, or their transposes), c C-contiguous
 _GEMM_GRID = """
 def kernel(a, b, c, ta, tb, lda, ldb, n, k, rows, cols, tn, p, _):
     one, zero = _np.DTYPE(1), _np.DTYPE(0)
@@ -188,14 +190,11 @@ def matmul(x, y):
     single-threaded BLAS call a part ("pool"). "auto" (the default) is "native" from
     NATIVE_GEMM_THREADS threads, "blas" below. Products too small for BLAS's threads take
     the native grid in every mode; products too small for two blocks run on the calling
-    thread. Each output element is the same BLAS dot product as
-    in the whole call on one thread (OpenBLAS blocks K alike for every M and N; blocks so
-    small that OpenBLAS takes its small-matrix kernels round differently).
-
-    Every part packs its own rows of x and columns of y: the operand a split shares is
-    copied into each part's packed buffers. Of the MLP products of benchmarks/training.py
-    on 2 cores, 128 x 1024 x 1024 took 2.47 ms split by rows over the pool (slower than
-    one thread, 2.18) and 1.61 ms by columns, as OpenBLAS's own 2 threads."""
+    thread. Each output element is the same BLAS dot product as in the whole call on one
+    thread (OpenBLAS blocks K alike for every M and N), but for blocks so small that
+    OpenBLAS takes its small-matrix kernels, which round differently. Every part packs its
+    own rows of x and columns of y: the operand a split shares is copied into each part's
+    packed buffers."""
     m, k = x.shape
     n = y.shape[1]
     t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
@@ -212,7 +211,10 @@ def matmul(x, y):
 
 
 def _pool_matmul(x, y, t: int):
-    """x @ y with its rows (or columns) split into t parts on the pool."""
+    """x @ y with its rows (or columns) split into t parts on the pool. Of the MLP
+    products of benchmarks/training.py on 2 cores, 128 x 1024 x 1024 took 2.47 ms split by
+    rows (slower than one thread, 2.18) and 1.61 ms by columns, as OpenBLAS's own 2
+    threads."""
     (m, n), dt = (x.shape[0], y.shape[1]), np.result_type(x, y)
     if m >= MIN_ROWS * t and (m > n or n < MIN_ROWS * t):
         ps = _split(m, t)
@@ -239,7 +241,7 @@ def _stored(a):
     return a, 111, max(1, a.shape[1])
 
 
-def grid(m: int, n: int, t: int) -> tuple[list, list]:
+def _grid(m: int, n: int, t: int) -> tuple[list, list]:
     """The row and column bounds of an m x n product cut into at most t blocks of at least
     MIN_ROWS rows and columns (on multiples of 16): as many blocks as allowed, and of those
     grids the one whose blocks pack the least (each block packs its rows of the left
@@ -265,7 +267,7 @@ def _native_matmul(x, y):
     if t <= 1 or k == 0 or dt not in _FLOATS or x.dtype != dt or y.dtype != dt or \
             not native.ready() or not loops.available():
         return None
-    rows, cols = grid(m, n, t)
+    rows, cols = _grid(m, n, t)
     blocks = len(rows) * len(cols)
     src = _gemm_grid_source(dt)
     if blocks < 2 or src is None:
