@@ -159,6 +159,16 @@ def loop_parts(monkeypatch):
     return seen
 
 
+@pytest.fixture
+def blas_threads(monkeypatch):
+    """A list that records BLAS's thread count at every np.matmul call."""
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda *a, **kw: seen.append(
+        threads.blas.threads()) or real(*a, **kw))
+    return seen
+
+
 def _engine(knobs, native: bool):
     """Compiled loops on numba's native threads or on the pool, for one test."""
     knobs(cpu_native_threads=native)
@@ -210,17 +220,13 @@ def test_stacked_small_products_split_over_the_stack(splits):
 
 @pytest.mark.parametrize("gemm", ["native", "pool", "blas"])
 @pytest.mark.parametrize("m,k,n", [(512, 256, 256), (40, 512, 1024), (256, 512, 10)])
-def test_products_on_threads(m, k, n, gemm, splits, loop_parts, knobs, monkeypatch):
+def test_products_on_threads(m, k, n, gemm, splits, loop_parts, blas_threads, knobs):
     """Big products run in blocks on native threads (cpu_gemm "native"), whole on BLAS's
     threads ("blas") or split over the pool ("pool"), at every thread count the same dot
     products up to the rounding of k."""
     knobs(cpu_gemm=gemm)
     if gemm == "native":
         _engine(knobs, True)
-    blas_threads = []
-    real = np.matmul
-    monkeypatch.setattr(np, "matmul", lambda *a, **kw: blas_threads.append(
-        threads.blas.threads()) or real(*a, **kw))
     x = RNG.standard_normal((m, k)).astype(np.float32)
     w = RNG.standard_normal((k, n)).astype(np.float32)
     f = lambda x, w: [x @ w, mnp.einsum("ij,kj->ik", x, w.T)]
@@ -375,14 +381,10 @@ def test_row_composites_split_over_rows(op, monkeypatch):
 
 
 @pytest.mark.parametrize("count", [2, parallel.NATIVE_GEMM_THREADS])
-def test_auto_products_engine_by_thread_count(count, loop_parts, knobs, monkeypatch):
+def test_auto_products_engine_by_thread_count(count, loop_parts, blas_threads, knobs):
     """cpu_gemm "auto": BLAS's own threads on few threads, the native grid on many."""
     knobs(cpu_gemm="auto")
     _engine(knobs, True)
-    blas_threads = []
-    real = np.matmul
-    monkeypatch.setattr(np, "matmul", lambda *a, **kw: blas_threads.append(
-        threads.blas.threads()) or real(*a, **kw))
     x = RNG.standard_normal((512, 256)).astype(np.float32)
     w = RNG.standard_normal((256, 256)).astype(np.float32)
     with config.override(cpu_threads=count):

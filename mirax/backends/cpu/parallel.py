@@ -58,7 +58,7 @@ NATIVE_GEMM_FLOPS = 1 << 21
 # in the same process took 43 ms against 12-13). 4 and 8 threads were not measured.
 NATIVE_GEMM_THREADS = 8
 # C's block (row part i, column part j) = A[rows i] B[:, columns j], for part p = i tn + j
-# of a tm x tn grid (row and column bounds in `rows` / `cols`; run_parts passes p as the
+# of a tm x tn grid (row and column edges in `rows` / `cols`; run_parts passes p as the
 # part's start, its stop unused); a, b C- or F-contiguous (trans 111 or 112: row-major, as
 # BLAS reads them, or their transposes), c C-contiguous
 _GEMM_GRID = """
@@ -197,10 +197,11 @@ def matmul(x, y):
     packed buffers."""
     m, k = x.shape
     n = y.shape[1]
-    t = min(n_threads(), (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
+    threads = n_threads()
+    t = min(threads, (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
     gemm = config.get("cpu_gemm")
     if gemm == "auto":
-        gemm = "native" if n_threads() >= NATIVE_GEMM_THREADS else "blas"
+        gemm = "native" if threads >= NATIVE_GEMM_THREADS else "blas"
     if t > 1 and gemm == "pool":
         return _pool_matmul(x, y, t)
     if gemm == "native" or t <= 1:
@@ -241,11 +242,15 @@ def _stored(a):
     return a, 111, max(1, a.shape[1])
 
 
-def _grid(m: int, n: int, t: int) -> tuple[list, list]:
-    """The row and column bounds of an m x n product cut into at most t blocks of at least
-    MIN_ROWS rows and columns (on multiples of 16): as many blocks as allowed, and of those
-    grids the one whose blocks pack the least (each block packs its rows of the left
-    operand and its columns of the right one: tn m + tm n elements a row of K)."""
+@functools.lru_cache(maxsize=1024)
+def _grid(m: int, n: int, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The row and column edges (block i spans edges[i]:edges[i + 1]) of an m x n product
+    cut into at most t blocks of at least MIN_ROWS rows and columns (on multiples of 16),
+    and the blocks' indices (run_parts' starts; its stops unused): as many blocks as
+    allowed, and of those grids the one whose blocks pack the least (each block packs its
+    rows of the left operand and its columns of the right one: tn m + tm n elements a row
+    of K). Cached: a plan asks for every product on every call (the search took 76 us for
+    16 threads)."""
     best = None
     for tm in range(1, max(1, min(t, m // MIN_ROWS)) + 1):
         tn = max(1, min(t // tm, n // MIN_ROWS))
@@ -253,7 +258,12 @@ def _grid(m: int, n: int, t: int) -> tuple[list, list]:
         key = (len(rows) * len(cols), -(len(cols) * m + len(rows) * n))
         if best is None or key > best[0]:
             best = key, rows, cols
-    return best[1], best[2]
+    rows, cols = best[1], best[2]
+    edges = [np.array([s for s, _ in ps] + [ps[-1][1]], np.int64) for ps in (rows, cols)]
+    blocks = np.arange(len(rows) * len(cols), dtype=np.int64)
+    for e in (*edges, blocks):
+        e.flags.writeable = False   # (shared by every call of this shape)
+    return edges[0], edges[1], blocks
 
 
 def _native_matmul(x, y):
@@ -267,16 +277,14 @@ def _native_matmul(x, y):
     if t <= 1 or k == 0 or dt not in _FLOATS or x.dtype != dt or y.dtype != dt or \
             not native.ready() or not loops.available():
         return None
-    rows, cols = _grid(m, n, t)
-    blocks = len(rows) * len(cols)
+    rows, cols, blocks = _grid(m, n, t)
     src = _gemm_grid_source(dt)
-    if blocks < 2 or src is None:
+    if len(blocks) < 2 or src is None:
         return None
     (a, ta, lda), (b, tb, ldb) = _stored(x), _stored(y)
     out = np.empty((m, n), dt)
-    edges = [np.array([s for s, _ in ps] + [ps[-1][1]], np.int64) for ps in (rows, cols)]
-    loops.run_gemm_parts(src, (a, b, out, ta, tb, lda, ldb, n, k, *edges, len(cols)),
-                         np.arange(blocks, dtype=np.int64), np.zeros(blocks, np.int64), t)
+    loops.run_gemm_parts(src, (a, b, out, ta, tb, lda, ldb, n, k, rows, cols, len(cols) - 1),
+                         blocks, blocks, t)
     return out
 
 
