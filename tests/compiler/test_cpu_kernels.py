@@ -332,16 +332,21 @@ def test_conv_kernel_matches_the_reference_at_every_thread_count(knobs, monkeypa
 
 
 @pytest.mark.parametrize("causal,window,t,s", [(False, None, 33, 33), (True, None, 33, 33),
-                                               (False, (0, 0), 40, 25), (True, (6, 0), 17, 30)])
-def test_attention_kernel_matches_reference(knobs, monkeypatch, causal, window, t, s):
+                                               (False, (0, 0), 40, 25), (True, (6, 0), 17, 30),
+                                               (False, (3, 5), 30, 40)])
+@pytest.mark.parametrize("rows", [8, attention.ATTN_ROWS])
+def test_attention_kernel_matches_reference(knobs, monkeypatch, causal, window, t, s, rows):
     """float32 attention without mask or bias, compiled (each (batch, head) pair's products
     by the BLAS library's gemm, its softmax rows in one pass each, the pairs on native
-    threads): outputs, logsumexp (+inf where a window leaves a query no key) and the
-    gradients of both (all three, or a subset) against the NumPy reference impls, within
-    float32 rounding of these O(1) values, and the same bits at 1, 2 and 3 threads."""
+    threads; under a causal or window mask the queries in blocks of `rows`, each over the
+    keys it may attend): outputs, logsumexp (+inf where a window leaves a query no key)
+    and the gradients of both (all three, or a subset) against the NumPy reference impls,
+    within float32 rounding of these O(1) values, and the same bits at 1, 2 and 3
+    threads."""
     if attention.native_source((), False, False) is None:
         pytest.skip("numba or a CBLAS gemm missing")
     monkeypatch.setattr(attention, "ATTN_PART", 1)   # a thread a pair
+    monkeypatch.setattr(attention, "ATTN_ROWS", rows)
     q = RNG.normal(size=(2, t, 3, 16)).astype(np.float32)
     k = RNG.normal(size=(2, s, 3, 16)).astype(np.float32)
     v = RNG.normal(size=(2, s, 3, 8)).astype(np.float32)

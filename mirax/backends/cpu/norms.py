@@ -17,7 +17,8 @@ from mirax.backends.cpu import loops
 from mirax.backends.cpu.threads import n_threads, parts
 
 NORM_PART = 1 << 13
-_NORM_STATS = """
+# float64 sums of a row (attention.py's softmax rows take them too)
+ROW_SUMS = """
 
 
 @_nb.njit(inline="always")
@@ -62,6 +63,8 @@ def _sum_prod(a, b):   # sum a b
     for i in range(q, a.size):
         s0 += _np.float64(a[i]) * b[i]
     return (s0 + s1) + (s2 + s3)
+"""
+_NORM_STATS = ROW_SUMS + """
 
 
 @_nb.njit(inline="always")
