@@ -378,11 +378,12 @@ def test_attention_kernel_matches_reference(knobs, monkeypatch, causal, window, 
 
 
 @pytest.mark.parametrize("shape", [(3, 70001), (40, 7), (5,), (4, 0)])
-def test_softmax_rows_kernel_matches_reference(shape):
-    """float32 softmax's backward over the last axis on the compiled rows against the
-    NumPy reference (within float32 rounding); the forward is the reference's, rows split
-    over the threads, bitwise (non-finite rows included: a row of -inf is NaN, a +inf
-    entry NaN with zeros beside it)."""
+def test_softmax_rows_kernel_matches_reference(shape, knobs):
+    """float32 softmax and its backward over the last axis on the compiled rows against
+    the NumPy reference, within float32 rounding (vecmath's exp, a float64 row sum against
+    float32's pairwise one over up to 70001 terms: a few ulp), the same bits at 1 and 3
+    threads, non-finite rows as the reference's (a row of -inf is NaN, a +inf entry NaN
+    with zeros beside it)."""
     if not loops.available():
         pytest.skip("numba not installed")
     x = (3 * RNG.normal(size=shape)).astype(np.float32)
@@ -390,7 +391,13 @@ def test_softmax_rows_kernel_matches_reference(shape):
         x[3] = -np.inf
         x[5, 2] = np.inf
     ref = registry["softmax"].impl(x, axes=(-1,))
-    np.testing.assert_array_equal(kernels.NATIVE["softmax"](x, axes=(-1,)), ref)
+    runs = []
+    for t in (1, 3):
+        knobs(cpu_threads=t)
+        runs.append(kernels.NATIVE["softmax"](x, axes=(-1,)))
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(np.isnan(runs[0]), np.isnan(ref))
+    np.testing.assert_allclose(runs[0], ref, rtol=4e-6, atol=0)
     ct = RNG.normal(size=shape).astype(np.float32)
     ok = np.isfinite(ref).all(axis=-1)
     y, c = ref[ok], ct[ok]

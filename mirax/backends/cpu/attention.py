@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from mirax.backends.cpu import loops
-from mirax.backends.cpu.norms import ROW_SUMS
+from mirax.backends.cpu.norms import SOFTMAX_HELPERS, SOFTMAX_ROW, SOFTMAX_ROW_BWD
 from mirax.backends.cpu.threads import chain_threads, n_threads, parts, pool
 from mirax.core.primitive import registry
 
@@ -26,9 +26,7 @@ from mirax.core.primitive import registry
 # thread count. Otherwise (masks, biases, float64) the reference impls, the batch split
 # over the thread pool. Measured, the compiled rows alone ([8,128,4,64] causal attention
 # on one core): forward 6.4 -> 3.6 ms, backward 11.6 -> 7.1 ms; softmax's backward over
-# [16,4,64,64] 0.45 -> 0.19 ms. (softmax's forward stays NumPy's: over rows of 64 the
-# compiled rows took 1.18 ms against NumPy's 1.01, its four loops a row costing more
-# than NumPy's SIMD passes.) The pairs on native threads, the gemm called from the loop,
+# [16,4,64,64] 0.45 -> 0.19 ms. The pairs on native threads, the gemm called from the loop,
 # against the batch split over the pool (its parts NumPy products and the compiled
 # rows): causal [4,512,8,64] on 2 cores, jitted, forward 12.7-13.1 -> 9.6-9.8 ms, forward
 # + backward 38-40 -> 30; W5 of benchmarks/suite.py on 16 cores 36.1 -> 29.9 ms (the
@@ -43,66 +41,6 @@ from mirax.core.primitive import registry
 ATTN_MIN = 1 << 17    # score elements (B H T S) from which the reference's batch is split
 ATTN_PART = 1 << 15   # score elements a native thread takes at least
 ATTN_ROWS = 32      # query rows a block of causal or windowed attention takes
-SOFTMAX_ROWS = """
-def kernel(s, p, lse, t0, k0, causal, window, wl, wr, given):
-    # row r is query t0 + r, column c key k0 + c
-    inf = _np.float32(_np.inf)
-    for r in range(s.shape[0]):
-        t = t0 + r
-        lo, hi = 0, k0 + s.shape[1]
-        if causal:
-            hi = min(hi, t + 1)
-        if window:
-            lo, hi = max(lo, t - wl), min(hi, t + wr + 1)
-        lo, hi = max(lo - k0, 0), hi - k0
-        row, out = s[r], p[r]
-        out[:] = 0
-        if lo >= hi:
-            if not given:
-                lse[r] = inf
-            continue
-        seg, dst = row[lo:hi], out[lo:hi]
-        if given:
-            l = lse[r]
-            for i in range(seg.size):
-                dst[i] = _exp32(seg[i] - l)
-            continue
-        m = _max(seg)
-        if not _np.isfinite(m):
-            m = _np.float32(0.0)
-        for i in range(seg.size):
-            dst[i] = _exp32(seg[i] - m)
-        total = _sum(dst)   # float64: a long row's sum keeps float32's precision
-        inv = _np.float32(1.0 / total)
-        for i in range(seg.size):
-            dst[i] *= inv
-        lse[r] = m + _np.log(total)
-
-
-@_nb.njit(inline="always")
-def _max(a):
-    # four interleaved maxima (one would wait on each compare)
-    m0 = m1 = m2 = m3 = a[0]
-    q = a.size - a.size % 4
-    for i in range(0, q, 4):
-        m0, m1 = max(m0, a[i]), max(m1, a[i + 1])
-        m2, m3 = max(m2, a[i + 2]), max(m3, a[i + 3])
-    for i in range(q, a.size):
-        m0 = max(m0, a[i])
-    return max(max(m0, m1), max(m2, m3))
-""" + ROW_SUMS
-# ds = P (dP - <dP, P> + ct_lse) a row (into dp's buffer where ds is dp: each element is
-# read before it is written)
-_ROWS_BWD = """
-def kernel(p, dp, ct_lse, ds):
-    for r in range(p.shape[0]):
-        prow, drow, out = p[r], dp[r], ds[r]
-        delta = _sum_prod(prow, drow)   # float64, as the forward's sum
-        c = _np.float32(ct_lse[r] - delta)
-        for i in range(prow.size):
-            out[i] = prow[i] * (drow[i] + c)
-"""
-SOFTMAX_ROWS_BWD = _ROWS_BWD + ROW_SUMS
 # _gemm(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) (loops.gemm_source):
 # no transpose 111, transpose 112; a head (b, h) of x [B, L, H, D] is x[b, 0, h] with rows
 # H D apart
@@ -213,9 +151,9 @@ def _source():
     gemm = loops.gemm_source(np.float32)
     if gemm is None:
         return None
-    rows_bwd = _ROWS_BWD.replace("def kernel(", "def rows_bwd(")   # (with SOFTMAX_ROWS's sums)
-    return (SOFTMAX_ROWS + '\n\n@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")' +
-            rows_bwd + gemm + _ATTN_PARTS)
+    rows_bwd = SOFTMAX_ROW_BWD.replace("def kernel(", "def rows_bwd(")
+    return (SOFTMAX_ROW + '\n\n@_nb.njit(cache=__CACHE__, nogil=True, error_model="numpy")' +
+            rows_bwd + SOFTMAX_HELPERS + gemm + _ATTN_PARTS)
 
 
 def _pairs(q, k):

@@ -20,10 +20,10 @@ Two kinds, both computing what the reference impl computes:
   of NumPy's); gelu without numba in cache-sized blocks of NumPy calls with in-place
   temporaries (equal up to rounding).
   float32 attention without mask or bias (attention.py) is one compiled call over the
-  (batch, head) pairs: each pair's products by the BLAS library's gemm, each score row's softmax and
-  its backward in one pass (softmax's backward over the last axis too); float32
-  layer_norm and its backward run as compiled rows (float64 statistics: within rounding
-  of the reference).
+  (batch, head) pairs: each pair's products by the BLAS library's gemm, each score row's
+  softmax and its backward in one pass; float32 layer_norm, softmax over the last axis and
+  their backwards run as compiled rows (norms.py; float64 statistics: within rounding of
+  the reference).
   fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
@@ -268,17 +268,21 @@ def _row_parts(name: str, lead: int, impl=None):
     return run
 
 
+def _last_axis_f32(x, axes) -> bool:
+    return x.dtype == np.float32 and tuple(axes) in ((-1,), (x.ndim - 1,))
+
+
+@_native("softmax")
+def _softmax(x, *, axes):
+    y = norms.softmax(x) if _last_axis_f32(x, axes) else None
+    return _softmax_rows(x, axes=axes) if y is None else y
+
+
+@_native("softmax_bwd")
 def _softmax_bwd(ct, y, x, *, wrt, nout, axes):
-    if not (x.size and tuple(axes) in ((-1,), (x.ndim - 1,)) and loops.available() and
-            ct.dtype == y.dtype == x.dtype == np.float32 and ct.shape == y.shape == x.shape):
-        return registry["softmax_bwd"].impl(ct, y, x, wrt=wrt, nout=nout, axes=axes)
-    d = x.shape[-1]
-    shape = (x.size // d, d)
-    out = np.empty(shape, np.float32)
-    loops.compiled(attention.SOFTMAX_ROWS_BWD)(np.ascontiguousarray(y).reshape(shape),
-                                      np.ascontiguousarray(ct).reshape(shape),
-                                      np.zeros(shape[0], np.float32), out)
-    return [out.reshape(x.shape)]   # y (ct - <ct, y>)
+    dx = norms.softmax_bwd(ct, y) if _last_axis_f32(x, axes) and ct.dtype == y.dtype == \
+        np.float32 else None
+    return _softmax_bwd_rows(ct, y, x, wrt=wrt, nout=nout, axes=axes) if dx is None else [dx]
 
 
 @_native("layer_norm")
@@ -301,10 +305,11 @@ def _layer_norm_bwd(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
 
 _layer_norm_rows = _row_parts("layer_norm", 0)   # (the other dtypes)
 _layer_norm_bwd_rows = _row_parts("layer_norm_bwd", 2)
-for _name, _lead, _impl in (("rms_norm", 0, None), ("softmax", 0, None),
-                            ("log_softmax", 0, None), ("rms_norm_bwd", 2, None),
-                            ("softmax_bwd", 2, _softmax_bwd), ("log_softmax_bwd", 2, None)):
-    NATIVE.setdefault(_name, _row_parts(_name, _lead, _impl))
+_softmax_rows = _row_parts("softmax", 0)   # (the other dtypes and axes)
+_softmax_bwd_rows = _row_parts("softmax_bwd", 2)
+for _name, _lead in (("rms_norm", 0), ("log_softmax", 0), ("rms_norm_bwd", 2),
+                     ("log_softmax_bwd", 2)):
+    NATIVE.setdefault(_name, _row_parts(_name, _lead))
 
 
 # --- index_select / index_add: compiled rows (gathers.py), else blocked flat scatter --------
