@@ -32,10 +32,9 @@ from mirax.core.primitive import registry
 # + backward 38-40 -> 30; W5 of benchmarks/suite.py on 16 cores 36.1 -> 29.9 ms (the
 # suite's runs just before and after the change). Under a causal or sliding-window mask a
 # pair's queries go in blocks of ATTN_ROWS, each block's products over only the keys its
-# rows may attend (its dK and dV parts added up), and a row's max and sum run four
-# interleaved accumulators (one waited on each compare or add: 4.6 ns an element for a
-# row's four passes, 2.3 now). One core, jitted, before -> after (ms, a one-off script
-# over benchmarks/suite.py's shapes): causal [8,128,4,64] forward 4.4 -> 3.7, forward +
+# rows may attend (its dK and dV parts added up), and the softmax rows take their max
+# and sum through interleaved accumulators (norms.py). Both, on one core, jitted, before
+# -> after (ms, a one-off script): causal [8,128,4,64] forward 4.4 -> 3.7, forward +
 # backward 17.7 -> 11.8; causal [4,512,8,64] 61 -> 47 and 177 -> 141; a 64-key window
 # over [2,512,4,64] 13.5 -> 3.9 and 39 -> 12.3; no mask [8,128,4,64] 6.0 -> 4.7.
 ATTN_MIN = 1 << 17    # score elements (B H T S) from which the reference's batch is split

@@ -40,14 +40,23 @@ _COSTLY = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "tanh", "sin
            "arctanh", "power", "arctan2", "cbrt", "logaddexp", "true_divide", "sqrt"}
 MIN_ROWS = 32        # a product is split into parts of at least this many rows (or columns)
 # Products are cut into blocks of at least NATIVE_GEMM_FLOPS on numba's native threads: one
-# compiled call, each block one call of the BLAS library's gemm (no GIL, no pool). The W3
-# Hessian-vector product's 64 x 256 x 384 products (12.6 MFLOP) took 0.18-0.22 ms each on
-# one thread of the 16-core Xeon in a process with spinning BLAS threads; measured again
-# without them they took 0.11 ms on one thread and 0.10-0.13 in 2
-# to 16 blocks: concurrent single-threaded OpenBLAS calls scaled poorly there (two
-# threads running 64 x 256 x 96 products were no faster than one), where its own 16
-# threads took 0.05-0.06 ms.
+# compiled call, each block one call of the BLAS library's gemm (no GIL, no pool).
 NATIVE_GEMM_FLOPS = 1 << 21
+# From NATIVE_GEMM_THREADS threads on, a product under NATIVE_GEMM_MANY_FLOPS runs whole
+# on one thread instead. On the 16-core Xeon, each product alone with BLAS at one thread
+# a block (one-off scripts, ms, one thread / the best grid of 2 to 16 blocks): 64 x 256 x
+# 384 (W3's, 12.6 MFLOP) 0.142 / 0.19; 128 x 256 x 256 (17 MFLOP) 0.122 / 0.087; 64 x 512
+# x 512 (34 MFLOP) 0.26 / 0.34; 128 x 784 x 512 (103 MFLOP) 0.83 / 1.01; 256 x 512 x 512
+# (134 MFLOP) 1.32 / 0.27; 128 x 784 x 1024 2.24 / 0.42 (OpenBLAS's own 16 threads: 0.05-
+# 0.06 for W3's, but they spin after each call). Every block's BLAS call takes the
+# library's buffer lock (blas_memory_alloc), on which short concurrent calls queue: two
+# threads running 64 x 256 x 96 products were no faster than one there (2-core machines
+# gain 1.5-2x). In the suite, each setting in its own process (`python benchmarks/suite.py
+# --threads 0 --no-torch --no-eager --only W7`, two rounds), W7's 33.5 MFLOP products
+# made jacfwd 0.38-0.40 ms in blocks and 0.40-0.46 whole, so they keep the blocks; a bound
+# of 134 MFLOP (the 34-103 MFLOP products whole) tied in the VAE's epoch (84-94 ms either
+# way, `python benchmarks/training.py --threads 0 --only vae`).
+NATIVE_GEMM_MANY_FLOPS = 1 << 25
 # cpu_gemm "auto": the native grid from this many threads, BLAS's own threads below.
 # Measured (each mode in its own process, `MIRAX_CPU_GEMM=... python benchmarks/suite.py
 # --threads 0 --no-eager --no-torch`, ms): on 2 cores BLAS's threads are faster (W1 9.8
@@ -272,7 +281,10 @@ def _native_matmul(x, y):
     two blocks) or does not apply (dtypes, numba, the library's gemm)."""
     m, k = x.shape
     n = y.shape[1]
-    t = min(n_threads(), (2 * m * k * n) // NATIVE_GEMM_FLOPS)
+    threads, flops = n_threads(), 2 * m * k * n
+    t = min(threads, flops // NATIVE_GEMM_FLOPS)
+    if threads >= NATIVE_GEMM_THREADS and flops < NATIVE_GEMM_MANY_FLOPS:
+        t = 1
     dt = np.result_type(x, y)
     if t <= 1 or k == 0 or dt not in _FLOATS or x.dtype != dt or y.dtype != dt or \
             not native.ready() or not loops.available():
