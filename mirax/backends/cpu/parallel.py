@@ -278,7 +278,8 @@ def _grid(m: int, n: int, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _native_matmul(x, y):
     """x @ y in a grid of blocks on native threads (_GEMM_GRID), as many as the product
     has NATIVE_GEMM_FLOPS and the threads allow, or None where it does not pay (fewer than
-    two blocks) or does not apply (dtypes, numba, the library's gemm)."""
+    two blocks; from NATIVE_GEMM_THREADS threads, a product under NATIVE_GEMM_MANY_FLOPS)
+    or does not apply (dtypes, numba, the library's gemm)."""
     m, k = x.shape
     n = y.shape[1]
     threads, flops = n_threads(), 2 * m * k * n
