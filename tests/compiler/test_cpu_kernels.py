@@ -108,6 +108,37 @@ def test_index_rows_kernels(dtype, itype, native, knobs, monkeypatch):
     assert kernels.NATIVE["index_select"](x, idx[:0]).shape == (0, 3, 5)
 
 
+@pytest.mark.parametrize("mode", ["drop", "clip"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_scatter_add_into_rows_is_the_reference(mode, dtype, knobs, monkeypatch):
+    """scatter_add into the leading axis, one index a row (an embedding's gradient), runs
+    as index_add's compiled rows onto a copy of x (gathers.scatter_add_rows): the
+    reference's `np.add.at` bit for bit (x's row first, then the updates in index order),
+    indices outside dropped or clipped by the mode, at 1 and 3 threads; other scatters
+    keep the reference."""
+    pytest.importorskip("numba")
+    monkeypatch.setattr(loops, "NATIVE_CHEAP_BYTES", 4096)   # several parts
+    monkeypatch.setattr(loops, "CHEAP_BYTES", 4096)
+    x = (RNG.normal(size=(40, 3, 6)) * 100).astype(dtype)
+    idx = RNG.integers(-4, 44, (25, 9, 1)).astype(np.int32)
+    upd = (RNG.normal(size=(25, 9, 3, 6)) * 100).astype(dtype)
+    want = registry["scatter_add"].impl(x, idx, upd, axes=(0,), mode=mode)
+    for threads in (1, 3):
+        knobs(cpu_threads=threads)
+        got = kernels.NATIVE["scatter_add"](x, idx, upd, axes=(0,), mode=mode)
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == dtype and got is not x
+    assert gathers.scatter_add_rows(x, idx, upd, (0,), mode) is not None
+    assert gathers.scatter_add_rows(x[:, 0, 0], idx, upd[:, :, 0, 0], (0,), mode) is None
+    cols = RNG.integers(0, 3, (40, 1)).astype(np.int32)   # along axis 1: the reference's
+    assert gathers.scatter_add_rows(x, cols, x[:, 0], (1,), mode) is None
+    tok = RNG.integers(0, 40, (7, 5)).astype(np.int32)   # through jit: a gather's gradient
+    g = mx.jit(mx.grad(lambda e: mnp.sum(e[tok] ** 2)))(mx.asarray(x.astype(np.float32)))
+    want_g = np.zeros((40, 3, 6), np.float32)
+    np.add.at(want_g, tok, 2 * x.astype(np.float32)[tok])
+    np.testing.assert_array_equal(np.asarray(g), want_g)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_index_add_of_rows_scaled_by_a_column(dtype):
     """index_add(x * w[:, None]) with the product used nowhere else runs as one loop that

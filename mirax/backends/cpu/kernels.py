@@ -12,7 +12,8 @@ Two kinds, both computing what the reference impl computes:
   blocks by a compiled loop and a product per block, which the loop itself asks of the
   BLAS library's gemm (loops.gemm_source), equal up to the products' rounding).
 - `NATIVE[name]`: a faster kernel for any call (eager too). index_select gathers rows and
-  index_add scatters them with compiled loops where numba is present (gathers.py); without
+  index_add scatters them with compiled loops where numba is present (gathers.py; so
+  does scatter_add into a leading axis, one index a row: an embedding's gradient); without
   numba index_add adds each block of rows into the flat output with one 1-d `np.add.at`
   (NumPy's fast path); both accumulate in index order, bitwise equal to the reference. gelu (tanh
   form), silu, softplus and their backwards run as one compiled loop per part in float32
@@ -312,7 +313,16 @@ for _name, _lead in (("rms_norm", 0), ("log_softmax", 0), ("rms_norm_bwd", 2),
     NATIVE.setdefault(_name, _row_parts(_name, _lead))
 
 
-# --- index_select / index_add: compiled rows (gathers.py), else blocked flat scatter --------
+# --- index_select / index_add / row scatter_add: compiled rows (gathers.py), else blocked
+# flat scatter ------------------------------------------------------------------------------
+@_native("scatter_add")
+def _scatter_add(x, idx, upd, *, axes, mode):
+    out = gathers.scatter_add_rows(x, idx, upd, axes, mode)
+    return registry["scatter_add"].impl(x, idx, upd, axes=axes, mode=mode) if out is None \
+        else out
+
+
+
 @_native("index_select")
 def _index_select(x, idx):
     out = gathers.index_select(x, idx)
