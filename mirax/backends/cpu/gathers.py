@@ -118,8 +118,8 @@ def scatter_add_rows(x, idx, upd, axes, mode):
     """scatter_add into x's leading axis (axes (0,), one index a row: an embedding's
     gradient) as index_add onto a copy of x, bitwise the reference's `np.add.at`; or None
     for the other scatters."""
-    if tuple(axes) != (0,) or idx.shape[-1:] != (1,) or x.ndim < 2 or mode not in ("clip",
-                                                                              "drop"):
+    if tuple(axes) != (0,) or idx.shape[-1:] != (1,) or x.ndim < 2 or \
+            mode not in ("clip", "drop"):
         return None
     i = idx.reshape(-1)
     if mode == "clip":

@@ -322,7 +322,6 @@ def _scatter_add(x, idx, upd, *, axes, mode):
         else out
 
 
-
 @_native("index_select")
 def _index_select(x, idx):
     out = gathers.index_select(x, idx)
