@@ -408,32 +408,35 @@ def test_attention_kernel_matches_reference(knobs, monkeypatch, causal, window, 
     np.testing.assert_array_equal(only_v[0], runs[0][4])
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
 @pytest.mark.parametrize("shape", [(3, 70001), (40, 7), (5,), (4, 0)])
-def test_softmax_rows_kernel_matches_reference(shape, knobs):
-    """float32 softmax and its backward over the last axis on the compiled rows against
-    the NumPy reference, within float32 rounding (vecmath's exp, a float64 row sum against
-    float32's pairwise one over up to 70001 terms: a few ulp), the same bits at 1 and 3
-    threads, non-finite rows as the reference's (a row of -inf is NaN, a +inf entry NaN
-    with zeros beside it)."""
+def test_softmax_rows_kernel_matches_reference(shape, name, knobs):
+    """float32 softmax and log_softmax and their backwards over the last axis on the
+    compiled rows against the NumPy reference, within float32 rounding (vecmath's exp, a
+    float64 row sum against float32's pairwise one over up to 70001 terms: a few ulp of
+    the values, for log_softmax of the row's logsumexp, up to about 25 here), the same
+    bits at 1 and 3 threads, non-finite rows as the reference's (a row of -inf is NaN, a
+    +inf entry NaN with zeros, or -inf, beside it)."""
     if not loops.available():
         pytest.skip("numba not installed")
     x = (3 * RNG.normal(size=shape)).astype(np.float32)
     if len(shape) == 2 and shape == (40, 7):
         x[3] = -np.inf
         x[5, 2] = np.inf
-    ref = registry["softmax"].impl(x, axes=(-1,))
+    ref = registry[name].impl(x, axes=(-1,))
     runs = []
     for t in (1, 3):
         knobs(cpu_threads=t)
-        runs.append(kernels.NATIVE["softmax"](x, axes=(-1,)))
+        runs.append(kernels.NATIVE[name](x, axes=(-1,)))
     np.testing.assert_array_equal(runs[0], runs[1])
     np.testing.assert_array_equal(np.isnan(runs[0]), np.isnan(ref))
-    np.testing.assert_allclose(runs[0], ref, rtol=4e-6, atol=0)
+    np.testing.assert_allclose(runs[0], ref, rtol=4e-6, atol=1e-5 if name == "log_softmax"
+                               else 0)
     ct = RNG.normal(size=shape).astype(np.float32)
     ok = np.isfinite(ref).all(axis=-1)
     y, c = ref[ok], ct[ok]
-    got = kernels.NATIVE["softmax_bwd"](c, y, x[ok], wrt=(0,), nout=1, axes=(-1,))
-    want = registry["softmax_bwd"].impl(c, y, x[ok], wrt=(0,), nout=1, axes=(-1,))
+    got = kernels.NATIVE[name + "_bwd"](c, y, x[ok], wrt=(0,), nout=1, axes=(-1,))
+    want = registry[name + "_bwd"].impl(c, y, x[ok], wrt=(0,), nout=1, axes=(-1,))
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
 
 

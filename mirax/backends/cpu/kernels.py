@@ -22,9 +22,9 @@ Two kinds, both computing what the reference impl computes:
   temporaries (equal up to rounding).
   float32 attention without mask or bias (attention.py) is one compiled call over the
   (batch, head) pairs: each pair's products by the BLAS library's gemm, each score row's
-  softmax and its backward in one pass; float32 layer_norm, softmax over the last axis and
-  their backwards run as compiled rows (norms.py; float64 statistics: within rounding of
-  the reference).
+  softmax and its backward in one pass; float32 layer_norm, softmax and log_softmax over
+  the last axis and their backwards run as compiled rows (norms.py; float64 statistics:
+  within rounding of the reference).
   fft runs with scipy.fft where SciPy is installed (its pocketfft keeps float32 /
   complex64 and vectorizes: several times NumPy's speed at large sizes; equal up to
   rounding), else NumPy's, the reference.
@@ -227,14 +227,14 @@ NATIVE["dot_product_attention_bwd"] = attention.backward
 ROWS_PART = 1 << 16   # elements per part (whole rows; fixed: values do not depend on threads)
 
 
-def _row_parts(name: str, lead: int, impl=None):
-    """A kernel running `impl` (else the reference impl) of the row-wise composite `name`
+def _row_parts(name: str, lead: int):
+    """A kernel running the reference impl of the row-wise composite `name`
     (normalized over the last axis) on parts of its rows on the thread pool: every operand
     of the row operand's shape (argument `lead`) is cut into the same rows, the others
     (weights) pass whole. Row results are bitwise the whole call's; results summed over the
     rows (a weight's gradient) are the parts' sums added in part order."""
     def run(*args, **params):
-        fn = impl or registry[name].impl
+        fn = registry[name].impl
         x = args[lead]
         axes = params.get("axes", (-1,))
         if x.ndim < 2 or x.size < 2 * ROWS_PART or x.dtype not in _FAST or \
@@ -273,17 +273,24 @@ def _last_axis_f32(x, axes) -> bool:
     return x.dtype == np.float32 and tuple(axes) in ((-1,), (x.ndim - 1,))
 
 
-@_native("softmax")
-def _softmax(x, *, axes):
-    y = norms.softmax(x) if _last_axis_f32(x, axes) else None
-    return _softmax_rows(x, axes=axes) if y is None else y
+def _compiled_rows(name: str, forward, backward):
+    """NATIVE[name] and NATIVE[name + "_bwd"]: norms.py's compiled rows (`forward(x)`,
+    `backward(ct, y)`) for float32 over the last axis, else the reference's row parts."""
+    forward_rows, backward_rows = _row_parts(name, 0), _row_parts(name + "_bwd", 2)
+
+    def fwd(x, *, axes):
+        y = forward(x) if _last_axis_f32(x, axes) else None
+        return forward_rows(x, axes=axes) if y is None else y
+
+    def bwd(ct, y, x, *, wrt, nout, axes):
+        dx = backward(ct, y) if _last_axis_f32(x, axes) and ct.dtype == y.dtype == \
+            np.float32 else None
+        return backward_rows(ct, y, x, wrt=wrt, nout=nout, axes=axes) if dx is None else [dx]
+    NATIVE[name], NATIVE[name + "_bwd"] = fwd, bwd
 
 
-@_native("softmax_bwd")
-def _softmax_bwd(ct, y, x, *, wrt, nout, axes):
-    dx = norms.softmax_bwd(ct, y) if _last_axis_f32(x, axes) and ct.dtype == y.dtype == \
-        np.float32 else None
-    return _softmax_bwd_rows(ct, y, x, wrt=wrt, nout=nout, axes=axes) if dx is None else [dx]
+_compiled_rows("softmax", norms.softmax, norms.softmax_bwd)
+_compiled_rows("log_softmax", norms.log_softmax, norms.log_softmax_bwd)
 
 
 @_native("layer_norm")
@@ -306,10 +313,7 @@ def _layer_norm_bwd(ct, out, *args, wrt, nout, eps, has_weight, has_bias):
 
 _layer_norm_rows = _row_parts("layer_norm", 0)   # (the other dtypes)
 _layer_norm_bwd_rows = _row_parts("layer_norm_bwd", 2)
-_softmax_rows = _row_parts("softmax", 0)   # (the other dtypes and axes)
-_softmax_bwd_rows = _row_parts("softmax_bwd", 2)
-for _name, _lead in (("rms_norm", 0), ("log_softmax", 0), ("rms_norm_bwd", 2),
-                     ("log_softmax_bwd", 2)):
+for _name, _lead in (("rms_norm", 0), ("rms_norm_bwd", 2)):
     NATIVE.setdefault(_name, _row_parts(_name, _lead))
 
 

@@ -1,5 +1,6 @@
-"""float32 layer_norm, softmax over the last axis and their backwards as compiled rows,
-for kernels.py's claims (attention.py runs the softmax rows inside its kernel too).
+"""float32 layer_norm, softmax and log_softmax over the last axis and their backwards as
+compiled rows, for kernels.py's claims (attention.py runs the softmax rows inside its
+kernel too).
 
 The rows are cut into parts of NORM_PART elements (a fixed size: the weight's and
 bias's gradients, summed per part and then in part order, do not depend on the thread
@@ -13,7 +14,9 @@ max and sum through four interleaved accumulators (with one, each compare or add
 the last: 4.6 ns an element for the row's passes, 2.3 with four); the compiled rows then
 beat NumPy's reference passes on one core ([4096,64] forward 1.07 against 1.80 ms,
 backward 0.39 against 0.87; [1024,1024] 3.3 against 5.6) and run their parts on the native
-threads, where the reference ran on at most CHAIN_THREADS.
+threads, where the reference ran on at most CHAIN_THREADS; log_softmax likewise (the
+training transformer's jitted [16,64,64] log_softmax on 2 cores 0.41-0.47 -> 0.18 ms, its
+gradient 0.59-0.76 -> 0.35).
 """
 from __future__ import annotations
 
@@ -148,22 +151,54 @@ SOFTMAX_ROWS = SOFTMAX_ROW + """
 
 
 @_parts
-def kernel_parts(x, y, lse, starts, stops, p0, p1):
+def kernel_parts(x, y, starts, stops, p0, p1):
     for p in _nb.prange(p0, p1):
         s, e = starts[p], stops[p]
-        kernel(x[s:e], y[s:e], lse[s:e], 0, 0, False, False, 0, 0, False)
+        kernel(x[s:e], y[s:e], _np.empty(e - s, _np.float32), 0, 0, False, False, 0, 0, False)
     return 0
 """ + SOFTMAX_HELPERS
 SOFTMAX_ROWS_BWD = SOFTMAX_ROW_BWD + """
 
 
 @_parts
-def kernel_parts(p, dp, ct_lse, ds, starts, stops, p0, p1):
+def kernel_parts(p, dp, ds, starts, stops, p0, p1):
     for q in _nb.prange(p0, p1):
         s, e = starts[q], stops[q]
-        kernel(p[s:e], dp[s:e], ct_lse[s:e], ds[s:e])
+        kernel(p[s:e], dp[s:e], _np.zeros(e - s, _np.float32), ds[s:e])
     return 0
 """ + ROW_SUMS
+# log_softmax a row: (x - max) - log(sum(exp(x - max))), the max 0 where not finite (as the
+# reference); its backward ct - exp(y) sum(ct)
+LOG_SOFTMAX_ROWS = """
+def kernel(x, y, s, e):
+    for r in range(s, e):
+        row, out = x[r], y[r]
+        m = _max(row)
+        if not _np.isfinite(m):
+            m = _np.float32(0.0)
+        for i in range(row.size):
+            out[i] = _exp32(row[i] - m)
+        lse = _np.float32(_np.log(_sum(out)))
+        for i in range(row.size):
+            out[i] = (row[i] - m) - lse
+    return 0
+
+
+@_parts
+def kernel_parts(x, y, starts, stops, p0, p1):
+    for p in _nb.prange(p0, p1):
+        kernel(x, y, starts[p], stops[p])
+    return 0
+""" + SOFTMAX_HELPERS
+LOG_SOFTMAX_ROWS_BWD = """
+def kernel(ct, y, dx, s, e):
+    for r in range(s, e):
+        c, yr, d = ct[r], y[r], dx[r]
+        total = _np.float32(_sum(c))
+        for i in range(c.size):
+            d[i] = c[i] - _exp32(yr[i]) * total
+    return 0
+""" + loops.PARTS_OF_3 + ROW_SUMS
 LAYER_NORM_ROWS = """
 def kernel(x, w, b, y, s, e, eps, has_w, has_b):
     for r in range(s, e):
@@ -265,28 +300,37 @@ def layer_norm_bwd(ct, x, w, b, eps):
                                     if a is not None]
 
 
-def softmax(x):
-    """softmax over x's last axis, or None (as _rows)."""
-    split = _rows(x)
-    if split is None:
+def _row_map(src, x, *others):
+    """`src`'s parts over the rows of x and of the same-shaped `others` (float32, the last
+    axis the row), into a new array of x's shape (its kernel_parts' last array), or None
+    (as _rows)."""
+    split = _rows(x, *others)
+    if split is None or any(a.shape != x.shape for a in others):
         return None
     rows, d, (starts, stops) = split
-    y = np.empty((rows, d), np.float32)
-    loops.run_parts(SOFTMAX_ROWS, (np.ascontiguousarray(x).reshape(rows, d), y,
-                                   np.empty(rows, np.float32)), starts, stops, n_threads())
-    return y.reshape(x.shape)
+    out = np.empty((rows, d), np.float32)
+    loops.run_parts(src, (*(np.ascontiguousarray(a).reshape(rows, d) for a in (x, *others)),
+                          out), starts, stops, n_threads())
+    return out.reshape(x.shape)
+
+
+def softmax(x):
+    """softmax over x's last axis, or None."""
+    return _row_map(SOFTMAX_ROWS, x)
 
 
 def softmax_bwd(ct, y):
-    """The cotangent of softmax's operand, y (ct - <ct, y>) a row over the last axis, for
-    its output y and cotangent ct; or None (as _rows)."""
-    split = _rows(y, ct)
-    if split is None or ct.shape != y.shape:
-        return None
-    rows, d, (starts, stops) = split
-    dx = np.empty((rows, d), np.float32)
-    loops.run_parts(SOFTMAX_ROWS_BWD, (np.ascontiguousarray(y).reshape(rows, d),
-                                       np.ascontiguousarray(ct).reshape(rows, d),
-                                       np.zeros(rows, np.float32), dx),
-                    starts, stops, n_threads())
-    return dx.reshape(y.shape)
+    """The cotangent of softmax's operand, y (ct - <ct, y>) a row, for its output y and
+    cotangent ct; or None."""
+    return _row_map(SOFTMAX_ROWS_BWD, y, ct)
+
+
+def log_softmax(x):
+    """log_softmax over x's last axis, or None."""
+    return _row_map(LOG_SOFTMAX_ROWS, x)
+
+
+def log_softmax_bwd(ct, y):
+    """The cotangent of log_softmax's operand, ct - exp(y) sum(ct) a row, for its output y
+    and cotangent ct; or None."""
+    return _row_map(LOG_SOFTMAX_ROWS_BWD, ct, y)
