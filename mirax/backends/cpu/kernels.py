@@ -269,22 +269,22 @@ def _row_parts(name: str, lead: int):
     return run
 
 
-def _last_axis_f32(x, axes) -> bool:
-    return x.dtype == np.float32 and tuple(axes) in ((-1,), (x.ndim - 1,))
+def _last_axis(x, axes) -> bool:
+    return tuple(axes) in ((-1,), (x.ndim - 1,))
 
 
 def _compiled_rows(name: str, forward, backward):
     """NATIVE[name] and NATIVE[name + "_bwd"]: norms.py's compiled rows (`forward(x)`,
-    `backward(ct, y)`) for float32 over the last axis, else the reference's row parts."""
+    `backward(ct, y)`: None where their dtypes or shapes do not apply) over the last axis,
+    else the reference's row parts."""
     forward_rows, backward_rows = _row_parts(name, 0), _row_parts(name + "_bwd", 2)
 
     def fwd(x, *, axes):
-        y = forward(x) if _last_axis_f32(x, axes) else None
+        y = forward(x) if _last_axis(x, axes) else None
         return forward_rows(x, axes=axes) if y is None else y
 
     def bwd(ct, y, x, *, wrt, nout, axes):
-        dx = backward(ct, y) if _last_axis_f32(x, axes) and ct.dtype == y.dtype == \
-            np.float32 else None
+        dx = backward(ct, y) if _last_axis(x, axes) else None
         return backward_rows(ct, y, x, wrt=wrt, nout=nout, axes=axes) if dx is None else [dx]
     NATIVE[name], NATIVE[name + "_bwd"] = fwd, bwd
 

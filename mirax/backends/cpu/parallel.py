@@ -214,7 +214,7 @@ def matmul(x, y):
     if t > 1 and gemm == "pool":
         return _pool_matmul(x, y, t)
     if gemm == "native" or t <= 1:
-        out = _native_matmul(x, y)
+        out = _native_matmul(x, y, threads)
         if out is not None:
             return out
     return blas.call(t, np.matmul, x, y) if t > 1 else np.matmul(x, y)
@@ -275,17 +275,17 @@ def _grid(m: int, n: int, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return edges[0], edges[1], blocks
 
 
-def _native_matmul(x, y):
+def _native_matmul(x, y, threads: int):
     """x @ y in a grid of blocks on native threads (_GEMM_GRID), as many as the product
-    has NATIVE_GEMM_FLOPS and the threads allow, or None where it does not pay (fewer than
-    two blocks; from NATIVE_GEMM_THREADS threads, a product under NATIVE_GEMM_MANY_FLOPS)
-    or does not apply (dtypes, numba, the library's gemm)."""
+    has NATIVE_GEMM_FLOPS and the `threads` allow, or None where it does not pay (fewer
+    than two blocks; from NATIVE_GEMM_THREADS threads, a product under
+    NATIVE_GEMM_MANY_FLOPS) or does not apply (dtypes, numba, the library's gemm)."""
     m, k = x.shape
     n = y.shape[1]
-    threads, flops = n_threads(), 2 * m * k * n
-    t = min(threads, flops // NATIVE_GEMM_FLOPS)
+    flops = 2 * m * k * n
     if threads >= NATIVE_GEMM_THREADS and flops < NATIVE_GEMM_MANY_FLOPS:
-        t = 1
+        return None
+    t = min(threads, flops // NATIVE_GEMM_FLOPS)
     dt = np.result_type(x, y)
     if t <= 1 or k == 0 or dt not in _FLOATS or x.dtype != dt or y.dtype != dt or \
             not native.ready() or not loops.available():
