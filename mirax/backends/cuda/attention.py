@@ -39,14 +39,21 @@ rule, for tests and benchmarks.
 
 Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events; benchmarks/gpu.py and
 benchmarks/attention_tiles.py), bf16 kernels alone (the mma.sync ones beside): forward
-0.081 ms (0.100), delta 0.026, dq 0.093 (0.124), dk/dv 0.150 (0.198); jit of
-value_and_grad 0.41-0.44 ms against torch SDPA's forward + backward 0.42-0.53 ms in the
-same process (torch forward 0.065). At [2,4096,16,64]: dq 0.294 (0.405), dk/dv 0.460
-(0.685); at [2,4096,8,128] 0.272 (0.424) and 0.347 (0.697); the Hopper forward 0.26 and
-0.21 against torch SDPA's 0.188 and 0.158. dk/dv's elementwise loop (P^T, dS^T) had a
-branch in every element, which serialized its exponentials: 0.14 of its 0.265 ms then.
-float32 at "default" ("tc", TF32): forward 0.21 ms, jit of value_and_grad 0.93 ms (torch
-SDPA 0.63 / 2.23, JAX 2.56); exact float32 forward 1.23 ms ("simt"; "blas" 1.89),
+0.071 ms (0.100), delta 0.026, dq 0.100 (0.124), dk/dv 0.135 (0.198); jit of
+value_and_grad 0.43 ms against torch SDPA's forward + backward 0.42-0.70 ms (torch
+forward 0.065). At [2,4096,16,64]: forward 0.212, dq 0.273, dk/dv 0.392; at [2,4096,8,128]
+0.202, 0.208 and 0.300; torch SDPA's forward 0.187 and 0.162. The Hopper kernels were
+bound by issuing instructions, not by their products (Nsight Compute on the forward at
+[2,4096,16,64]: issue slots 62% busy, the integer ALU the busiest pipe at 59%, 574
+instructions a warp for each 64 x 64 tile, 4 warps a scheduler); fewer instructions a tile
+took the times above from 0.081 / 0.092 / 0.148 and 0.263 / 0.294 / 0.450 (d128: 0.210 /
+0.273 / 0.348): descriptors made once and stepped by constants, each thread's cp.async
+addresses made once a tile, no zeroed accumulators before a product that writes them,
+the softmax scale folded into the exponent's FFMA, and the output rescaled only when a
+row's maximum moved. dk/dv's elementwise loop (P^T, dS^T) had a branch in every element,
+which serialized its exponentials: 0.14 of its 0.265 ms then.
+float32 at "default" ("tc", TF32): forward 0.21 ms, jit of value_and_grad 0.94 ms (torch
+SDPA 0.65 / 2.24, JAX 2.54); exact float32 forward 1.23 ms ("simt"; "blas" 1.89),
 backward 3.97 ms ("blas"; "simt" 4.15, each before the logsumexp output). The CUDA-core
 backward takes about 3x its forward: 7 matrix products' worth of work against 2 (dq 3,
 dk/dv 4), one score per thread with a warp shuffle per key. Left on the table: each
@@ -347,8 +354,9 @@ def wg_tiles(d: int, dv: int) -> dict:
     Forward: blocks of NWG warpgroups of 64 query rows over K/V tiles of BNW keys, registers
     bounded for MINB blocks a multiprocessor; dq: DQ_NWG warpgroups of 64 query rows over
     DQ_BN-key tiles (DQ_MINB); dk/dv: DK_NWG warpgroups of 64 keys over DK_BM-query tiles
-    (DK_MINB). Chosen by timing variants on an H200 (causal bf16, ms; the "tc" kernels
-    beside). Forward: [8,1024,16,64] 1 warpgroup of 64 keys, 4 blocks 0.083 (2 warpgroups
+    (DK_MINB). Chosen by timing variants on an H200 (causal bf16, ms; the "tc" kernels beside;
+    timed before the kernels' instruction cuts, see the module's note). Forward:
+    [8,1024,16,64] 1 warpgroup of 64 keys, 4 blocks 0.083 (2 warpgroups
     0.089, tiles of 128 keys 0.11-0.12; tc 0.101); [2,4096,16,64] 0.262 (2 warpgroups 0.256;
     tc 0.337); [2,4096,8,128] 2 warpgroups 0.211 (1: 0.247, 128 keys 0.231; tc 0.316). Tiles
     of 128 keys take 180-230 registers (one block a multiprocessor) or spill. Issuing the

@@ -101,9 +101,12 @@ __device__ __forceinline__ unsigned saddr(const void* p) {
 }
 // cp.async: global -> shared without registers, zeros where !ok (no bytes are read then);
 // a thread's copies complete by commit groups (cp_wait<N>: all but the newest N groups).
-__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
+__device__ __forceinline__ void cp16s(unsigned dst, const void* src, bool ok) {  // dst: saddr
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-               :: "r"(saddr(dst)), "l"(src), "r"(ok ? 16 : 0) : "memory");
+               :: "r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp16(void* dst, const void* src, bool ok) {
+  cp16s(saddr(dst), src, ok);
 }
 __device__ __forceinline__ void cp4(void* dst, const void* src, bool ok) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
@@ -267,24 +270,17 @@ __device__ __forceinline__ void load_vec(float* dst, const float* __restrict__ s
 }
 
 // Scores of a warp's 16 rows x NJ*8 keys (row r0 + g + 8 (i >> 1), key k0 + 8 j + 2 tq +
-// (i & 1)) -> scaled, biased, in log2 units; -INF where the query does not attend the key.
-// A tile every row attends whole (causal at most, below the diagonal) costs one multiply.
+// (i & 1)) -> scaled, biased, in log2 units, -INF where the query does not attend the key,
+// once multiplied by the factor returned: a tile every row attends whole (causal at most,
+// below the diagonal) is left as it came and its factor, scale * LOG2E, goes into the
+// exponent's FFMA (no multiply of its own); any other tile is converted here (factor 1).
 template <int NJ>
-__device__ __forceinline__ void scores_log2(float (*s)[4], const Extra& e, int b, int h,
-                                            int r0, int k0, int Tq, int S, float scale,
-                                            int lane) {
+__device__ __forceinline__ float scores_log2(float (*s)[4], const Extra& e, int b, int h,
+                                             int r0, int k0, int Tq, int S, float scale,
+                                             int lane) {
   const int g = lane >> 2, tq = lane & 3;
-  const bool full = !(e.flags & ~1) && k0 + NJ * 8 <= S &&
-                    !((e.flags & 1) && k0 + NJ * 8 - 1 > r0);
-  if (full) {
-    const float sl2 = scale * LOG2E;
-#pragma unroll
-    for (int j = 0; j < NJ; j++) {
-#pragma unroll
-      for (int i = 0; i < 4; i++) s[j][i] *= sl2;
-    }
-    return;
-  }
+  if (!(e.flags & ~1) && k0 + NJ * 8 <= S && !((e.flags & 1) && k0 + NJ * 8 - 1 > r0))
+    return scale * LOG2E;
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
 #pragma unroll
@@ -294,39 +290,47 @@ __device__ __forceinline__ void scores_log2(float (*s)[4], const Extra& e, int b
       s[j][i] = (c < S && attend(e, b, h, t, c, x)) ? x * LOG2E : -INF;
     }
   }
+  return 1.f;
 }
 
-// Online softmax of one 16-row tile of scores s (log2 units) into the running max m, sum
-// l and accumulator acc (NO n8 tiles); s becomes P.
+// Online softmax of one 16-row tile of scores s (log2 units once times c > 0, as
+// scores_log2 returns them) into the running max m, sum l and accumulator acc (NO n8
+// tiles); s becomes P. The accumulator is rescaled only where some row of the warp has a
+// new maximum (else every factor is 2^0: along a long row most tiles leave it as it is).
 template <int NJ, int NO>
-__device__ __forceinline__ void softmax_step(float (*s)[4], float* m, float* l,
+__device__ __forceinline__ void softmax_step(float (*s)[4], float c, float* m, float* l,
                                              float (*acc)[4]) {
-  float mx[2] = {m[0], m[1]};
+  float mx[2] = {-INF, -INF};
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
     mx[0] = fmaxf(mx[0], fmaxf(s[j][0], s[j][1]));
     mx[1] = fmaxf(mx[1], fmaxf(s[j][2], s[j][3]));
   }
-  float mu[2];
+  float mu[2], alpha[2];
+  bool moved = false;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
+    mx[r] = fmaxf(m[r], mx[r] * c);  // (c > 0: the max of the products)
     mu[r] = mx[r] == -INF ? 0.f : mx[r];  // an empty row so far: p = 0, no NaN
-    const float alpha = ex2(m[r] - mu[r]);
+    moved |= mu[r] != m[r];
+    alpha[r] = ex2(m[r] - mu[r]);
     m[r] = mx[r];
-    l[r] *= alpha;
+    l[r] *= alpha[r];
+  }
+  if (__any_sync(FULL_MASK, moved)) {
 #pragma unroll
     for (int j = 0; j < NO; j++) {
-      acc[j][2 * r] *= alpha;
-      acc[j][2 * r + 1] *= alpha;
+#pragma unroll
+      for (int i = 0; i < 4; i++) acc[j][i] *= alpha[i >> 1];
     }
   }
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      const float p = ex2(s[j][i] - mu[i >> 1]);
+      const float p = ex2(fmaf(s[j][i], c, -mu[i >> 1]));
       s[j][i] = p;
       l[i >> 1] += p;
     }
@@ -368,11 +372,12 @@ template <int NJ>
 __device__ __forceinline__ void dq_ds(float (*s)[4], float (*dp)[4], const float* l2,
                                       const float* dl, const Extra& e, int b, int h, int r0,
                                       int k0, int Tq, int S, float scale, int lane) {
-  scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+  const float c = scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) s[j][i] = ex2(s[j][i] - l2[i >> 1]) * (dp[j][i] - dl[i >> 1]);
+    for (int i = 0; i < 4; i++)
+      s[j][i] = ex2(fmaf(s[j][i], c, -l2[i >> 1])) * (dp[j][i] - dl[i >> 1]);
   }
 }
 
@@ -389,15 +394,10 @@ __device__ __forceinline__ void dkdv_probs(float (*st)[4], float (*dpt)[4], cons
                                            const Extra& e, int b, int h, long long hb, int n0,
                                            int t0, int Tq, int S, float scale, int lane) {
   const int g = lane >> 2, tq = lane & 3;
-  if (!(e.flags & ~1) && n0 + 16 <= S && t0 + NQ * 8 <= Tq &&
-      !((e.flags & 1) && t0 < n0 + 15)) {  // every key attended by every query
-    const float sl2 = scale * LOG2E;
-#pragma unroll
-    for (int j = 0; j < NQ; j++) {
-#pragma unroll
-      for (int i = 0; i < 4; i++) st[j][i] *= sl2;
-    }
-  } else {
+  float c = scale * LOG2E;  // (into the exponent's FFMA where every key is attended)
+  if (!(!(e.flags & ~1) && n0 + 16 <= S && t0 + NQ * 8 <= Tq &&
+        !((e.flags & 1) && t0 < n0 + 15))) {  // some key not attended by some query
+    c = 1.f;
 #pragma unroll
     for (int j = 0; j < NQ; j++) {
 #pragma unroll
@@ -415,7 +415,7 @@ __device__ __forceinline__ void dkdv_probs(float (*st)[4], float (*dpt)[4], cons
     const float l2[2] = {lj.x * LOG2E, lj.y * LOG2E}, dl[2] = {dj.x, dj.y};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-      st[j][i] = ex2(st[j][i] - l2[i & 1]);  // 0 where masked (and for an empty row's +inf)
+      st[j][i] = ex2(fmaf(st[j][i], c, -l2[i & 1]));  // 0 where masked (and an empty row's +inf)
       dpt[j][i] = st[j][i] * (dpt[j][i] - dl[i & 1]);
     }
   }
@@ -508,8 +508,8 @@ __device__ __forceinline__ void tc_fwd(const T* __restrict__ q, const T* __restr
       }
 #pragma unroll
       for (int mt = 0; mt < MTF; mt++) {
-        scores_log2<NJ>(s[mt], e, b, h, w0 + 16 * mt, k0, Tq, S, scale, lane);
-        softmax_step<NJ, NO>(s[mt], mr[mt], lr[mt], acc[mt]);
+        const float c = scores_log2<NJ>(s[mt], e, b, h, w0 + 16 * mt, k0, Tq, S, scale, lane);
+        softmax_step<NJ, NO>(s[mt], c, mr[mt], lr[mt], acc[mt]);
       }
 #pragma unroll
       for (int kb = 0; kb < BNF / 16; kb++) {

@@ -55,21 +55,46 @@ __device__ __forceinline__ void keep_a(unsigned (*a)[4]) {
     for (int i = 0; i < 4; i++) asm volatile("" : "+r"(a[j][i]) :: "memory");
   }
 }
-// Matrix descriptor of a 128-byte-swizzled tile at p: 8-row groups 1024 bytes apart, lbo
-// bytes between 64-column blocks (read only MN-major).
-__device__ __forceinline__ unsigned long long sw_desc(const T* p, unsigned lbo) {
-  return (unsigned long long)((saddr(p) & 0x3FFFF) >> 4) |
-         ((unsigned long long)((lbo >> 4) & 0x3FFF) << 16) | (64ull << 32) | (1ull << 62);
+// Matrix descriptors of 128-byte-swizzled tiles: the high word is the same for all (8-row
+// groups 1024 bytes apart, the swizzle mode); sw_desc is the low word of the tile at p, lbo
+// bytes between 64-column blocks (read only MN-major). The address is in 16-byte units,
+// so the descriptor of the same tile e elements on is sw_desc(p) + DESC(e): a kernel makes
+// each tile's once and adds constants in its loop.
+#define SW_HI 0x40000040u
+#define DESC(e) ((e) * (int)sizeof(T) / 16)
+__device__ __forceinline__ unsigned sw_desc(const T* p, unsigned lbo) {
+  return ((saddr(p) & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16);
 }
 template <int N> struct WG;
 WGMMA_OPS
 
 // Rows [row0, row0 + NR) of a W-wide operand (global row r at src + r * gs) into the
 // swizzled tile dst by cp.async, 16 bytes a thread (NTH threads); rows at or past n are zeros.
+// Where the threads cover whole rows a pass, in steps of 8 rows (every tile here), a thread
+// copies the same column at the same swizzle every pass: its addresses are computed once,
+// and a tile inside the operand (all but the last) checks no row.
 template <int NR, int W, int NTH>
 __device__ __forceinline__ void load_sw(T* dst, const T* __restrict__ src, long long gs,
                                         int row0, int n) {
-  constexpr int PER_ROW = W / 8, ALL = NR * PER_ROW;
+  constexpr int PER_ROW = W / 8, ALL = NR * PER_ROW, STEP = NTH / PER_ROW;
+  if (NTH % PER_ROW == 0 && STEP % 8 == 0 && ALL % NTH == 0) {
+    const int c = threadIdx.x % PER_ROW, r = threadIdx.x / PER_ROW;
+    const unsigned d = saddr(dst + ((c >> 3) * NR + r) * 64 + (((c & 7) ^ (r & 7)) << 3));
+    const T* p = src + (long long)(row0 + r) * gs + c * 8;
+    const long long ps = STEP * gs;
+    if (row0 + NR <= n) {
+#pragma unroll
+      for (int j = 0; j < ALL / NTH; j++)
+        cp16s(d + j * STEP * 128, p + j * ps, true);
+    } else {
+#pragma unroll
+      for (int j = 0; j < ALL / NTH; j++) {
+        const bool ok = row0 + r + j * STEP < n;
+        cp16s(d + j * STEP * 128, ok ? p + j * ps : src, ok);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < (ALL + NTH - 1) / NTH; j++) {
     const int i = threadIdx.x + j * NTH;
@@ -117,6 +142,9 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   float acc[NO][4];
   float mr[2] = {-INF, -INF}, lr[2] = {0.f, 0.f};
   zero<NO>(acc);
+  // the tiles' descriptors: this warpgroup's Q rows, K (K-major) and V (MN-major) stage 0
+  const unsigned qd = sw_desc(Qs + wg * 64 * 64, 16), kd = sw_desc(Kb, 16),
+                 vd = sw_desc(Vb, BNW * 128);
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += BNW, stage ^= 1) {
     if (k0 + BNW < hi) {  // the next tile into the other stage (free since the last barrier)
@@ -129,20 +157,19 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
     proxy_fence();
     __syncthreads();
     if (!((e.flags & 1) && k0 > g0 + 63)) {  // causal: keys after all the warpgroup's rows
-      const T* Ks = Kb + stage * BNW * D;
-      const T* Vs = Vb + stage * BNW * DV;
+      const unsigned ks = kd + stage * DESC(BNW * D), vs = vd + stage * DESC(BNW * DV);
       float s[NJ][4];
-      zero<NJ>(s);
       wg_fence();
+      WG<BNW>::ss0(s, qd, ks);  // S = Q K^T, k16 steps of 32 bytes in a block
 #pragma unroll
-      for (int kb = 0; kb < D / 16; kb++)  // S = Q K^T, k16 steps of 32 bytes in a block
-        WG<BNW>::ss(s, sw_desc(Qs + (kb >> 2) * BMW * 64 + wg * 64 * 64 + (kb & 3) * 16, 16),
-                    sw_desc(Ks + (kb >> 2) * BNW * 64 + (kb & 3) * 16, 16), kb > 0);
+      for (int kb = 1; kb < D / 16; kb++)
+        WG<BNW>::ss(s, qd + DESC((kb >> 2) * BMW * 64 + (kb & 3) * 16),
+                    ks + DESC((kb >> 2) * BNW * 64 + (kb & 3) * 16));
       wg_commit();
       wg_wait0();
       keep<NJ>(s);
-      scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
-      softmax_step<NJ, NO>(s, mr, lr, acc);
+      const float c = scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+      softmax_step<NJ, NO>(s, c, mr, lr, acc);
       unsigned pa[BNW / 16][4];
 #pragma unroll
       for (int kb = 0; kb < BNW / 16; kb++) pack_a(pa[kb], s, kb);
@@ -150,7 +177,7 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
       wg_fence();
 #pragma unroll
       for (int kb = 0; kb < BNW / 16; kb++)  // O += P V: 16 keys (two 8-row groups) a step
-        WG<DV>::rs(acc, pa[kb], sw_desc(Vs + kb * 16 * 64, BNW * 128));
+        WG<DV>::rs(acc, pa[kb], vs + DESC(kb * 16 * 64));
       wg_commit();
       wg_wait0();
       keep<NO>(acc);
@@ -180,17 +207,19 @@ template <int N, int NA>
 __device__ __forceinline__ void wg_two_products(float (*x)[4], float (*y)[4], const T* a1,
                                                 const T* b1, const T* a2, const T* b2,
                                                 int wg) {
-  zero<N / 8>(x);
-  zero<N / 8>(y);
+  const unsigned da1 = sw_desc(a1 + wg * 64 * 64, 16), db1 = sw_desc(b1, 16),
+                 da2 = sw_desc(a2 + wg * 64 * 64, 16), db2 = sw_desc(b2, 16);
   wg_fence();
+  WG<N>::ss0(x, da1, db1);
 #pragma unroll
-  for (int kb = 0; kb < D / 16; kb++)
-    WG<N>::ss(x, sw_desc(a1 + (kb >> 2) * NA * 64 + wg * 64 * 64 + (kb & 3) * 16, 16),
-              sw_desc(b1 + (kb >> 2) * N * 64 + (kb & 3) * 16, 16), kb > 0);
+  for (int kb = 1; kb < D / 16; kb++)
+    WG<N>::ss(x, da1 + DESC((kb >> 2) * NA * 64 + (kb & 3) * 16),
+              db1 + DESC((kb >> 2) * N * 64 + (kb & 3) * 16));
+  WG<N>::ss0(y, da2, db2);
 #pragma unroll
-  for (int kb = 0; kb < DV / 16; kb++)
-    WG<N>::ss(y, sw_desc(a2 + (kb >> 2) * NA * 64 + wg * 64 * 64 + (kb & 3) * 16, 16),
-              sw_desc(b2 + (kb >> 2) * N * 64 + (kb & 3) * 16, 16), kb > 0);
+  for (int kb = 1; kb < DV / 16; kb++)
+    WG<N>::ss(y, da2 + DESC((kb >> 2) * NA * 64 + (kb & 3) * 16),
+              db2 + DESC((kb >> 2) * N * 64 + (kb & 3) * 16));
   wg_commit();
   wg_wait0();
   keep<N / 8>(x);
@@ -260,7 +289,7 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
       wg_fence();
 #pragma unroll
       for (int kb = 0; kb < DQ_BN / 16; kb++)  // dQ += dS K: 16 keys a step
-        WG<D>::rs(acc, pa[kb], sw_desc(Ks + kb * 16 * 64, DQ_BN * 128));
+        WG<D>::rs(acc, pa[kb], sw_desc(Ks, DQ_BN * 128) + DESC(kb * 16 * 64));
       wg_commit();
       wg_wait0();
       keep<D / 8>(acc);
@@ -349,10 +378,10 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
       wg_fence();
 #pragma unroll
       for (int kb = 0; kb < DK_BM / 16; kb++)  // dV += P^T dO: 16 queries a step
-        WG<DV>::rs(dva, pa[kb], sw_desc(Os + kb * 16 * 64, DK_BM * 128));
+        WG<DV>::rs(dva, pa[kb], sw_desc(Os, DK_BM * 128) + DESC(kb * 16 * 64));
 #pragma unroll
       for (int kb = 0; kb < DK_BM / 16; kb++)  // dK += dS^T Q
-        WG<D>::rs(dka, sa[kb], sw_desc(Qs + kb * 16 * 64, DK_BM * 128));
+        WG<D>::rs(dka, sa[kb], sw_desc(Qs, DK_BM * 128) + DESC(kb * 16 * 64));
       wg_commit();
       wg_wait0();
       keep<DV / 8>(dva);
@@ -370,27 +399,36 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
 
 
 def wgmma_ops(ns) -> str:
-    """WG<N>::ss (A and B from shared memory, both K-major) and WG<N>::rs (A from registers,
-    B MN-major): d (N / 8 fragments of 4 floats) += A B over one k16 step of a warpgroup's
-    64 rows; ss overwrites d when `acc` is 0. (The accumulate flag is a predicate operand,
-    set from a register.)"""
+    """WG<N>::ss (A and B from shared memory, both K-major), its first step ss0 (d written,
+    not added to: no zeroed accumulator first) and WG<N>::rs (A from registers, B MN-major):
+    d (N / 8 fragments of 4 floats) += A B over one k16 step of a warpgroup's 64 rows. The
+    shared operands come as their descriptors' low words (sw_desc), the high word SW_HI
+    joined in the instruction's braces; whether d is added to is a predicate operand, set
+    from a register."""
     out = []
     for n in ns:
         m = n // 2  # accumulator registers a thread
         d = ", ".join(f"%{i}" for i in range(m))
-        dc = ", ".join(f'"+f"(d[{i // 4}][{i % 4}])' for i in range(m))
         op = f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." WG_AB'
+        fr = ", ".join(f'"{{c}}f"(d[{i // 4}][{i % 4}])' for i in range(m))
+        a, b, hi, acc = (f"%{m + i}" for i in range(4))
+        ss = ("  static __device__ __forceinline__ void {name}(float (*d)[4], unsigned a,"
+              " unsigned b) {{\n"
+              f'    asm volatile("{{{{ .reg .pred p; .reg .b64 da, db; setp.ne.b32 p, {acc}, 0; '
+              f'mov.b64 da, {{{{{a}, {hi}}}}}; mov.b64 db, {{{{{b}, {hi}}}}}; " {op} '
+              f'" {{{{{d}}}}}, da, db, p, 1, 1, 0, 0; }}}}"\n'
+              '                 : {outs}\n'
+              '                 : "r"(a), "r"(b), "r"(SW_HI), "r"({acc}));\n  }}\n')
+        a4 = ", ".join(f"%{m + i}" for i in range(4))
+        b, hi, acc = (f"%{m + i}" for i in range(4, 7))
         out.append(
             f"template <> struct WG<{n}> {{\n"
-            f"  static __device__ __forceinline__ void ss(float (*d)[4], unsigned long long a,"
-            f" unsigned long long b, int acc) {{\n"
-            f'    asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{m + 2}, 0; " {op} '
-            f'" {{{d}}}, %{m}, %{m + 1}, p, 1, 1, 0, 0; }}"\n'
-            f'                 : {dc}\n                 : "l"(a), "l"(b), "r"(acc));\n  }}\n'
-            f"  static __device__ __forceinline__ void rs(float (*d)[4], const unsigned* a,"
-            f" unsigned long long b) {{\n"
-            f'    asm volatile("{{ .reg .pred p; setp.ne.b32 p, %{m + 5}, 0; " {op} '
-            f'" {{{d}}}, {{%{m}, %{m + 1}, %{m + 2}, %{m + 3}}}, %{m + 4}, p, 1, 1, 1; }}"\n'
-            f'                 : {dc}\n                 : "r"(a[0]), "r"(a[1]), "r"(a[2]),'
-            f' "r"(a[3]), "l"(b), "r"(1));\n  }}\n}};')
+            + ss.format(name="ss", outs=fr.format(c="+"), acc=1)
+            + ss.format(name="ss0", outs=fr.format(c="="), acc=0)
+            + "  static __device__ __forceinline__ void rs(float (*d)[4], const unsigned* a,"
+            " unsigned b) {\n"
+            f'    asm volatile("{{ .reg .pred p; .reg .b64 db; setp.ne.b32 p, {acc}, 0; '
+            f'mov.b64 db, {{{b}, {hi}}}; " {op} " {{{d}}}, {{{a4}}}, db, p, 1, 1, 1; }}"\n'
+            f'                 : {fr.format(c="+")}\n                 : "r"(a[0]), "r"(a[1]),'
+            f' "r"(a[2]), "r"(a[3]), "r"(b), "r"(SW_HI), "r"(1));\n  }}\n}};')
     return "\n".join(out)
