@@ -411,24 +411,26 @@ def wgmma_ops(ns) -> str:
         d = ", ".join(f"%{i}" for i in range(m))
         op = f'"wgmma.mma_async.sync.aligned.m64n{n}k16.f32." WG_AB'
         fr = ", ".join(f'"{{c}}f"(d[{i // 4}][{i % 4}])' for i in range(m))
-        a, b, hi, acc = (f"%{m + i}" for i in range(4))
+        # operand numbers after the accumulators: ss's a, b, SW_HI and flag; rs's a[0..3],
+        # b, SW_HI and flag
+        a, b, hi, flag = (f"%{m + i}" for i in range(4))
         ss = ("  static __device__ __forceinline__ void {name}(float (*d)[4], unsigned a,"
               " unsigned b) {{\n"
-              f'    asm volatile("{{{{ .reg .pred p; .reg .b64 da, db; setp.ne.b32 p, {acc}, 0; '
+              f'    asm volatile("{{{{ .reg .pred p; .reg .b64 da, db; setp.ne.b32 p, {flag}, 0; '
               f'mov.b64 da, {{{{{a}, {hi}}}}}; mov.b64 db, {{{{{b}, {hi}}}}}; " {op} '
               f'" {{{{{d}}}}}, da, db, p, 1, 1, 0, 0; }}}}"\n'
               '                 : {outs}\n'
-              '                 : "r"(a), "r"(b), "r"(SW_HI), "r"({acc}));\n  }}\n')
-        a4 = ", ".join(f"%{m + i}" for i in range(4))
-        b, hi, acc = (f"%{m + i}" for i in range(4, 7))
+              '                 : "r"(a), "r"(b), "r"(SW_HI), "r"({add}));\n  }}\n')
+        ra = ", ".join(f"%{m + i}" for i in range(4))
+        rb, rhi, rflag = (f"%{m + i}" for i in range(4, 7))
         out.append(
             f"template <> struct WG<{n}> {{\n"
-            + ss.format(name="ss", outs=fr.format(c="+"), acc=1)
-            + ss.format(name="ss0", outs=fr.format(c="="), acc=0)
+            + ss.format(name="ss", outs=fr.format(c="+"), add=1)
+            + ss.format(name="ss0", outs=fr.format(c="="), add=0)
             + "  static __device__ __forceinline__ void rs(float (*d)[4], const unsigned* a,"
             " unsigned b) {\n"
-            f'    asm volatile("{{ .reg .pred p; .reg .b64 db; setp.ne.b32 p, {acc}, 0; '
-            f'mov.b64 db, {{{b}, {hi}}}; " {op} " {{{d}}}, {{{a4}}}, db, p, 1, 1, 1; }}"\n'
+            f'    asm volatile("{{ .reg .pred p; .reg .b64 db; setp.ne.b32 p, {rflag}, 0; '
+            f'mov.b64 db, {{{rb}, {rhi}}}; " {op} " {{{d}}}, {{{ra}}}, db, p, 1, 1, 1; }}"\n'
             f'                 : {fr.format(c="+")}\n                 : "r"(a[0]), "r"(a[1]),'
             f' "r"(a[2]), "r"(a[3]), "r"(b), "r"(SW_HI), "r"(1));\n  }}\n}};')
     return "\n".join(out)
