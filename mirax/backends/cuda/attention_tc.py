@@ -394,10 +394,10 @@ __device__ __forceinline__ void dkdv_probs(float (*st)[4], float (*dpt)[4], cons
                                            const Extra& e, int b, int h, long long hb, int n0,
                                            int t0, int Tq, int S, float scale, int lane) {
   const int g = lane >> 2, tq = lane & 3;
-  float c = scale * LOG2E;  // (into the exponent's FFMA where every key is attended)
-  if (!(!(e.flags & ~1) && n0 + 16 <= S && t0 + NQ * 8 <= Tq &&
-        !((e.flags & 1) && t0 < n0 + 15))) {  // some key not attended by some query
-    c = 1.f;
+  const bool full = !(e.flags & ~1) && n0 + 16 <= S && t0 + NQ * 8 <= Tq &&
+                    !((e.flags & 1) && t0 < n0 + 15);  // every key attended by every query
+  const float c = full ? scale * LOG2E : 1.f;  // (full: into the exponent's FFMA)
+  if (!full) {
 #pragma unroll
     for (int j = 0; j < NQ; j++) {
 #pragma unroll

@@ -200,15 +200,13 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
     if (tq == 0) lse[hb * Tq + t] = l > 0.f ? mr[r] * LN2 + logf(l) : INF;
   }
 }
-// The backward's two score-shaped products of warpgroup wg's 64 rows, as ss MMAs into
-// N-wide accumulators: x = A1 B1^T over D and y = A2 B2^T over DV, A1/A2 swizzled tiles of
-// NA rows (the warpgroup's from row 64 wg), B1/B2 of N rows; x and y are ready on return.
+// The backward's two score-shaped products of a warpgroup's 64 rows, as ss MMAs into
+// N-wide accumulators: x = A1 B1^T over D and y = A2 B2^T over DV, from the descriptors
+// (sw_desc) of A1/A2, swizzled tiles of NA rows at the warpgroup's first row, and B1/B2,
+// of N rows; x and y are ready on return.
 template <int N, int NA>
-__device__ __forceinline__ void wg_two_products(float (*x)[4], float (*y)[4], const T* a1,
-                                                const T* b1, const T* a2, const T* b2,
-                                                int wg) {
-  const unsigned da1 = sw_desc(a1 + wg * 64 * 64, 16), db1 = sw_desc(b1, 16),
-                 da2 = sw_desc(a2 + wg * 64 * 64, 16), db2 = sw_desc(b2, 16);
+__device__ __forceinline__ void wg_two_products(float (*x)[4], float (*y)[4], unsigned da1,
+                                                unsigned db1, unsigned da2, unsigned db2) {
   wg_fence();
   WG<N>::ss0(x, da1, db1);
 #pragma unroll
@@ -264,6 +262,10 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   row_stats(l2, dl, lse, delta, hb, r0, Tq, lane);
   float acc[D / 8][4];
   zero<D / 8>(acc);
+  // the tiles' descriptors: this warpgroup's Q and dO rows, K and V stage 0 (K also
+  // MN-major)
+  const unsigned qd = sw_desc(Qs + wg * 64 * 64, 16), od = sw_desc(Os + wg * 64 * 64, 16),
+                 kd = sw_desc(Kb, 16), vd = sw_desc(Vb, 16), kmn = sw_desc(Kb, DQ_BN * 128);
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += DQ_BN, stage ^= 1) {
     if (k0 + DQ_BN < hi) {
@@ -277,10 +279,9 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
     proxy_fence();
     __syncthreads();
     if (!((e.flags & 1) && k0 > g0 + 63)) {
-      const T* Ks = Kb + stage * DQ_BN * D;
-      const T* Vs = Vb + stage * DQ_BN * DV;
+      const unsigned ks = stage * DESC(DQ_BN * D), vs = stage * DESC(DQ_BN * DV);
       float s[NJ][4], dp[NJ][4];
-      wg_two_products<DQ_BN, DQ_BM>(s, dp, Qs, Ks, Os, Vs, wg);  // Q K^T, dO V^T
+      wg_two_products<DQ_BN, DQ_BM>(s, dp, qd, kd + ks, od, vd + vs);  // Q K^T, dO V^T
       dq_ds<NJ>(s, dp, l2, dl, e, b, h, r0, k0, Tq, S, scale, lane);
       unsigned pa[DQ_BN / 16][4];
 #pragma unroll
@@ -289,7 +290,7 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
       wg_fence();
 #pragma unroll
       for (int kb = 0; kb < DQ_BN / 16; kb++)  // dQ += dS K: 16 keys a step
-        WG<D>::rs(acc, pa[kb], sw_desc(Ks, DQ_BN * 128) + DESC(kb * 16 * 64));
+        WG<D>::rs(acc, pa[kb], kmn + ks + DESC(kb * 16 * 64));
       wg_commit();
       wg_wait0();
       keep<D / 8>(acc);
@@ -351,6 +352,11 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   float dka[D / 8][4], dva[DV / 8][4];
   zero<D / 8>(dka);
   zero<DV / 8>(dva);
+  // the tiles' descriptors: this warpgroup's K and V rows, Q and dO stage 0 (K-major and
+  // MN-major)
+  const unsigned kd = sw_desc(Ks + wg * 64 * 64, 16), vd = sw_desc(Vs + wg * 64 * 64, 16),
+                 qd = sw_desc(Qb, 16), od = sw_desc(Ob, 16), qmn = sw_desc(Qb, DK_BM * 128),
+                 omn = sw_desc(Ob, DK_BM * 128);
   int stage = 0;
   for (int t0 = lo; t0 < hi; t0 += DK_BM, stage ^= 1) {
     if (t0 + DK_BM < hi)  // the next tile into the other stage (free since the last barrier)
@@ -360,11 +366,10 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
     cp_wait<1>();  // this tile (and, the first time, K and V)
     proxy_fence();
     __syncthreads();
-    const T* Qs = Qb + stage * DK_BM * D;
-    const T* Os = Ob + stage * DK_BM * DV;
     if (!((e.flags & 1) && t0 + DK_BM - 1 < g0)) {  // causal: queries before all the keys
+      const unsigned qs = stage * DESC(DK_BM * D), os = stage * DESC(DK_BM * DV);
       float st[NQ][4], dpt[NQ][4];
-      wg_two_products<DK_BM, DK_BN>(st, dpt, Ks, Qs, Vs, Os, wg);  // K Q^T, V dO^T
+      wg_two_products<DK_BM, DK_BN>(st, dpt, kd, qd + qs, vd, od + os);  // K Q^T, V dO^T
       dkdv_probs<NQ>(st, dpt, Lb + stage * DK_BM, Db + stage * DK_BM, dbias, e, b, h, hb, n0,
                      t0, Tq, S, scale, lane);
       unsigned pa[DK_BM / 16][4], sa[DK_BM / 16][4];
@@ -378,10 +383,10 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
       wg_fence();
 #pragma unroll
       for (int kb = 0; kb < DK_BM / 16; kb++)  // dV += P^T dO: 16 queries a step
-        WG<DV>::rs(dva, pa[kb], sw_desc(Os, DK_BM * 128) + DESC(kb * 16 * 64));
+        WG<DV>::rs(dva, pa[kb], omn + os + DESC(kb * 16 * 64));
 #pragma unroll
       for (int kb = 0; kb < DK_BM / 16; kb++)  // dK += dS^T Q
-        WG<D>::rs(dka, sa[kb], sw_desc(Qs, DK_BM * 128) + DESC(kb * 16 * 64));
+        WG<D>::rs(dka, sa[kb], qmn + qs + DESC(kb * 16 * 64));
       wg_commit();
       wg_wait0();
       keep<DV / 8>(dva);
