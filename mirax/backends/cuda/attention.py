@@ -39,10 +39,10 @@ rule, for tests and benchmarks.
 
 Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events; benchmarks/gpu.py and
 benchmarks/attention_tiles.py), bf16 kernels alone (the mma.sync ones beside): forward
-0.071 ms (0.100), delta 0.026, dq 0.100 (0.124), dk/dv 0.135 (0.198); jit of
+0.071 ms (0.100), delta 0.026, dq 0.098 (0.124), dk/dv 0.132 (0.198); jit of
 value_and_grad 0.43 ms against torch SDPA's forward + backward 0.42-0.70 ms (torch
-forward 0.065). At [2,4096,16,64]: forward 0.212, dq 0.273, dk/dv 0.392; at [2,4096,8,128]
-0.202, 0.208 and 0.300; torch SDPA's forward 0.187 and 0.162. The Hopper kernels were
+forward 0.065). At [2,4096,16,64]: forward 0.212, dq 0.262, dk/dv 0.377; at [2,4096,8,128]
+0.202, 0.203 and 0.277; torch SDPA's forward 0.187 and 0.162. The Hopper kernels were
 bound by issuing instructions, not by their products (Nsight Compute on the forward at
 [2,4096,16,64]: issue slots 62% busy, the integer ALU the busiest pipe at 59%, 574
 instructions a warp for each 64 x 64 tile, 4 warps a scheduler); fewer instructions a tile
