@@ -271,16 +271,19 @@ __device__ __forceinline__ void load_vec(float* dst, const float* __restrict__ s
 
 // Scores of a warp's 16 rows x NJ*8 keys (row r0 + g + 8 (i >> 1), key k0 + 8 j + 2 tq +
 // (i & 1)) -> scaled, biased, in log2 units, -INF where the query does not attend the key,
-// once multiplied by the factor returned: a tile every row attends whole (causal at most,
-// below the diagonal) is left as it came and its factor, scale * LOG2E, goes into the
-// exponent's FFMA (no multiply of its own); any other tile is converted here (factor 1).
+// once multiplied by the factor returned: a tile every row attends whole (whole_tile:
+// causal at most, below the diagonal) is left as it came and its factor, scale * LOG2E,
+// goes into the exponent's FFMA (no multiply of its own); any other tile is converted here
+// (mask_scores; factor 1).
 template <int NJ>
-__device__ __forceinline__ float scores_log2(float (*s)[4], const Extra& e, int b, int h,
-                                             int r0, int k0, int Tq, int S, float scale,
-                                             int lane) {
+__device__ __forceinline__ bool whole_tile(const Extra& e, int r0, int k0, int S) {
+  return !(e.flags & ~1) && k0 + NJ * 8 <= S && !((e.flags & 1) && k0 + NJ * 8 - 1 > r0);
+}
+template <int NJ>
+__device__ __forceinline__ void mask_scores(float (*s)[4], const Extra& e, int b, int h,
+                                            int r0, int k0, int Tq, int S, float scale,
+                                            int lane) {
   const int g = lane >> 2, tq = lane & 3;
-  if (!(e.flags & ~1) && k0 + NJ * 8 <= S && !((e.flags & 1) && k0 + NJ * 8 - 1 > r0))
-    return scale * LOG2E;
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
 #pragma unroll
@@ -290,42 +293,60 @@ __device__ __forceinline__ float scores_log2(float (*s)[4], const Extra& e, int 
       s[j][i] = (c < S && attend(e, b, h, t, c, x)) ? x * LOG2E : -INF;
     }
   }
+}
+template <int NJ>
+__device__ __forceinline__ float scores_log2(float (*s)[4], const Extra& e, int b, int h,
+                                             int r0, int k0, int Tq, int S, float scale,
+                                             int lane) {
+  if (whole_tile<NJ>(e, r0, k0, S)) return scale * LOG2E;
+  mask_scores<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
   return 1.f;
 }
 
 // Online softmax of one 16-row tile of scores s (log2 units once times c > 0, as
 // scores_log2 returns them) into the running max m, sum l and accumulator acc (NO n8
-// tiles); s becomes P. The accumulator is rescaled only where some row of the warp has a
-// new maximum (else every factor is 2^0: along a long row most tiles leave it as it is).
+// tiles); s becomes P. The running max moves only when some row of the warp has a maximum
+// more than RESCALE (log2 units) above its own, and then every row of the warp takes its new
+// maximum and rescales its sum and accumulator; otherwise it stays where it was, so that
+// p = 2^(s - m) stays below 2^RESCALE, far inside float32's range and bf16's (the sum and
+// the output are relative to the same m, so the result is the same up to rounding). Along a
+// long row the maximum seldom grows by a factor 2^RESCALE: the accumulator is rarely
+// rescaled (FlashAttention-4's conditional rescaling; with a threshold of 0 a warp rescaled
+// whenever a row's maximum moved at all, at most tiles of a short row).
+#define RESCALE 8.f
 template <int NJ, int NO>
 __device__ __forceinline__ void softmax_step(float (*s)[4], float c, float* m, float* l,
                                              float (*acc)[4]) {
-  float mx[2] = {-INF, -INF};
+  float mx[2] = {fmaxf(s[0][0], s[0][1]), fmaxf(s[0][2], s[0][3])};
 #pragma unroll
-  for (int j = 0; j < NJ; j++) {
+  for (int j = 1; j < NJ; j++) {
     mx[0] = fmaxf(mx[0], fmaxf(s[j][0], s[j][1]));
     mx[1] = fmaxf(mx[1], fmaxf(s[j][2], s[j][3]));
   }
-  float mu[2], alpha[2];
-  bool moved = false;
+  bool grew = false;
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 1));
-    mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2));
-    mx[r] = fmaxf(m[r], mx[r] * c);  // (c > 0: the max of the products)
-    mu[r] = mx[r] == -INF ? 0.f : mx[r];  // an empty row so far: p = 0, no NaN
-    moved |= mu[r] != m[r];
-    alpha[r] = ex2(m[r] - mu[r]);
-    m[r] = mx[r];
-    l[r] *= alpha[r];
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(FULL_MASK, mx[r], 2)) * c;  // (c > 0)
+    grew |= mx[r] > m[r] + RESCALE;  // (false for a row with no score yet: -INF > -INF)
   }
-  if (__any_sync(FULL_MASK, moved)) {
+  if (__any_sync(FULL_MASK, grew)) {
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const float n = fmaxf(m[r], mx[r]);
+      alpha[r] = ex2(m[r] - (n == -INF ? 0.f : n));  // (2^-inf = 0 for a row's first scores)
+      m[r] = n;
+      l[r] *= alpha[r];
+    }
 #pragma unroll
     for (int j = 0; j < NO; j++) {
 #pragma unroll
       for (int i = 0; i < 4; i++) acc[j][i] *= alpha[i >> 1];
     }
   }
+  // a row with no score so far: p = 2^(-inf - 0) = 0, no NaN
+  const float mu[2] = {m[0] == -INF ? 0.f : m[0], m[1] == -INF ? 0.f : m[1]};
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
 #pragma unroll

@@ -107,6 +107,69 @@ __device__ __forceinline__ void load_sw(T* dst, const T* __restrict__ src, long 
   }
 }
 
+// The tiles a kernel streams through two shared-memory stages (load_sw's tiles of NR rows
+// from row0 on, stage st at dst + st * NR * W): where load_sw's threads cover whole rows a
+// pass, each thread's shared and global addresses are made once, before the kernel's loop,
+// and a tile adds its row offset (the loop made them anew every tile: about 40 integer
+// instructions a thread a tile in the forward); other shapes go through load_sw.
+template <int NR, int W, int NTH>
+struct Stream {
+  static constexpr int PER_ROW = W / 8, ALL = NR * PER_ROW, STEP = NTH / PER_ROW;
+  static constexpr bool ROWS = NTH % PER_ROW == 0 && STEP % 8 == 0 && ALL % NTH == 0;
+  T* dst;
+  const T* src;
+  long long gs;
+  unsigned d;   // this thread's first chunk in stage 0
+  const T* p;   // its chunk of row r of the operand
+  int r;
+  __device__ __forceinline__ Stream(T* dst_, const T* src_, long long gs_)
+      : dst(dst_), src(src_), gs(gs_) {
+    const int c = threadIdx.x % PER_ROW;
+    r = threadIdx.x / PER_ROW;
+    d = saddr(dst + ((c >> 3) * NR + r) * 64 + (((c & 7) ^ (r & 7)) << 3));
+    p = src + r * gs + c * 8;
+  }
+  __device__ __forceinline__ void load(int st, int row0, int n) const {
+    if (!ROWS) {
+      load_sw<NR, W, NTH>(dst + st * NR * W, src, gs, row0, n);
+      return;
+    }
+    const unsigned ds = d + st * NR * W * (int)sizeof(T);
+    const T* q = p + row0 * gs;
+    if (row0 + NR <= n) {
+#pragma unroll
+      for (int j = 0; j < ALL / NTH; j++) cp16s(ds + j * STEP * 128, q + j * STEP * gs, true);
+    } else {
+#pragma unroll
+      for (int j = 0; j < ALL / NTH; j++) {
+        const bool ok = row0 + r + j * STEP < n;
+        cp16s(ds + j * STEP * 128, ok ? q + j * STEP * gs : src, ok);
+      }
+    }
+  }
+};
+
+// The forward's work on one K/V tile once its scores s are ready (log2 units once times c,
+// as scores_log2 leaves them): the online softmax, P into A registers, O += P V from the V
+// tile's descriptor vs.
+template <int NJ, int NO>
+__device__ __forceinline__ void fwd_tile(float (*s)[4], float c, float* mr, float* lr,
+                                         float (*acc)[4], unsigned vs) {
+  softmax_step<NJ, NO>(s, c, mr, lr, acc);
+  unsigned pa[NJ / 2][4];
+#pragma unroll
+  for (int kb = 0; kb < NJ / 2; kb++) pack_a(pa[kb], s, kb);
+  keep<NO>(acc);
+  wg_fence();
+#pragma unroll
+  for (int kb = 0; kb < NJ / 2; kb++)  // O += P V: 16 keys (two 8-row groups) a step
+    WG<DV>::rs(acc, pa[kb], vs + DESC(kb * 16 * 64));
+  wg_commit();
+  wg_wait0();
+  keep<NO>(acc);
+  keep_a<NJ / 2>(pa);
+}
+
 // Forward (the output and the row logsumexp) of the BMW = 64 NWG query rows of block
 // (b h, y): warpgroup w owns rows 64 w .. 64 w + 63 (each of its warps 16); K/V tiles of BNW
 // keys stream through two shared-memory stages. MINB blocks a multiprocessor bound the
@@ -122,7 +185,7 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   T* Kb = Qs + BMW * D;   // 2 stages of [BNW][D]
   T* Vb = Kb + 2 * BNW * D;  // 2 stages of [BNW][DV]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, tq = lane & 3;
-  const int wg = warp >> 2;
+  const int wg = NWG == 1 ? 0 : warp >> 2;  // (a constant where it can: uniform descriptors)
   const int b = blockIdx.x / H, h = blockIdx.x - b * H;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BMW;  // causal: the longest rows first
   const int g0 = q0 + 64 * wg;                         // this warpgroup's first row
@@ -134,9 +197,11 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   key_range(e, q0, BMW, S, BNW, lo, hi);
   load_sw<BMW, D, NTH>(Qs, q + ((long long)b * Tq * H + h) * D, (long long)H * D, q0, Tq);
   cp_commit();
+  const Stream<BNW, D, NTH> kst(Kb, kbase, (long long)H * D);
+  const Stream<BNW, DV, NTH> vst(Vb, vbase, (long long)H * DV);
   if (lo < hi) {
-    load_sw<BNW, D, NTH>(Kb, kbase, (long long)H * D, lo, S);
-    load_sw<BNW, DV, NTH>(Vb, vbase, (long long)H * DV, lo, S);
+    kst.load(0, lo, S);
+    vst.load(0, lo, S);
   }
   cp_commit();
   float acc[NO][4];
@@ -148,9 +213,8 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += BNW, stage ^= 1) {
     if (k0 + BNW < hi) {  // the next tile into the other stage (free since the last barrier)
-      load_sw<BNW, D, NTH>(Kb + (stage ^ 1) * BNW * D, kbase, (long long)H * D, k0 + BNW, S);
-      load_sw<BNW, DV, NTH>(Vb + (stage ^ 1) * BNW * DV, vbase, (long long)H * DV, k0 + BNW,
-                            S);
+      kst.load(stage ^ 1, k0 + BNW, S);
+      vst.load(stage ^ 1, k0 + BNW, S);
     }
     cp_commit();
     cp_wait<1>();  // this tile (and, the first time, Q)
@@ -168,20 +232,15 @@ mx_wg_fwd(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict_
       wg_commit();
       wg_wait0();
       keep<NJ>(s);
-      const float c = scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
-      softmax_step<NJ, NO>(s, c, mr, lr, acc);
-      unsigned pa[BNW / 16][4];
-#pragma unroll
-      for (int kb = 0; kb < BNW / 16; kb++) pack_a(pa[kb], s, kb);
-      keep<NO>(acc);
-      wg_fence();
-#pragma unroll
-      for (int kb = 0; kb < BNW / 16; kb++)  // O += P V: 16 keys (two 8-row groups) a step
-        WG<DV>::rs(acc, pa[kb], vs + DESC(kb * 16 * 64));
-      wg_commit();
-      wg_wait0();
-      keep<NO>(acc);
-      keep_a<BNW / 16>(pa);
+      // two copies of the rest, so that a whole tile's P and O stay where its products
+      // left them (one copy merging both paths moved the whole tile's scores into the
+      // masked path's registers: 32 moves a thread a tile)
+      if (whole_tile<NJ>(e, r0, k0, S)) {
+        fwd_tile<NJ, NO>(s, scale * LOG2E, mr, lr, acc, vs);
+      } else {
+        mask_scores<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+        fwd_tile<NJ, NO>(s, 1.f, mr, lr, acc, vs);
+      }
     }
     __syncthreads();  // all reads of this stage done: the next iteration refills it
   }
@@ -240,7 +299,8 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   T* Os = Qs + DQ_BM * D;     // [DQ_BM][DV]: dO
   T* Kb = Os + DQ_BM * DV;    // 2 stages of [DQ_BN][D]
   T* Vb = Kb + 2 * DQ_BN * D; // 2 stages of [DQ_BN][DV]
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wg = warp >> 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wg = DQ_NWG == 1 ? 0 : warp >> 2;
   const int b = blockIdx.x / H, h = blockIdx.x - b * H;
   const int q0 = (gridDim.y - 1 - blockIdx.y) * DQ_BM;  // causal: the longest rows first
   const int g0 = q0 + 64 * wg, r0 = g0 + 16 * (warp & 3);
@@ -253,9 +313,11 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   load_sw<DQ_BM, DV, NTH>(Os, dout + ((long long)b * Tq * H + h) * DV, (long long)H * DV, q0,
                           Tq);
   cp_commit();
+  const Stream<DQ_BN, D, NTH> kst(Kb, kbase, (long long)H * D);
+  const Stream<DQ_BN, DV, NTH> vst(Vb, vbase, (long long)H * DV);
   if (lo < hi) {
-    load_sw<DQ_BN, D, NTH>(Kb, kbase, (long long)H * D, lo, S);
-    load_sw<DQ_BN, DV, NTH>(Vb, vbase, (long long)H * DV, lo, S);
+    kst.load(0, lo, S);
+    vst.load(0, lo, S);
   }
   cp_commit();
   float l2[2], dl[2];
@@ -269,10 +331,8 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
   int stage = 0;
   for (int k0 = lo; k0 < hi; k0 += DQ_BN, stage ^= 1) {
     if (k0 + DQ_BN < hi) {
-      load_sw<DQ_BN, D, NTH>(Kb + (stage ^ 1) * DQ_BN * D, kbase, (long long)H * D,
-                             k0 + DQ_BN, S);
-      load_sw<DQ_BN, DV, NTH>(Vb + (stage ^ 1) * DQ_BN * DV, vbase, (long long)H * DV,
-                              k0 + DQ_BN, S);
+      kst.load(stage ^ 1, k0 + DQ_BN, S);
+      vst.load(stage ^ 1, k0 + DQ_BN, S);
     }
     cp_commit();
     cp_wait<1>();  // this tile (and, the first time, Q and dO)
@@ -304,12 +364,12 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
 
 // The Q/dO tile of DK_BM queries from t0, with its lse and delta, into stage st.
 template <int NTH>
-__device__ __forceinline__ void wg_load_q_tile(T* Qb, T* Ob, float* Lb, float* Db, int st,
-                                               const T* qbase, const T* obase,
-                                               const float* lrow, const float* drow, int t0,
-                                               int Tq, int H) {
-  load_sw<DK_BM, D, NTH>(Qb + st * DK_BM * D, qbase, (long long)H * D, t0, Tq);
-  load_sw<DK_BM, DV, NTH>(Ob + st * DK_BM * DV, obase, (long long)H * DV, t0, Tq);
+__device__ __forceinline__ void wg_load_q_tile(const Stream<DK_BM, D, NTH>& qst,
+                                               const Stream<DK_BM, DV, NTH>& ost, float* Lb,
+                                               float* Db, int st, const float* lrow,
+                                               const float* drow, int t0, int Tq) {
+  qst.load(st, t0, Tq);
+  ost.load(st, t0, Tq);
   load_vec<DK_BM, NTH>(Lb + st * DK_BM, lrow, t0, Tq);
   load_vec<DK_BM, NTH>(Db + st * DK_BM, drow, t0, Tq);
 }
@@ -333,13 +393,12 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   T* Ob = Qb + 2 * DK_BM * D;   // 2 stages of [DK_BM][DV]: dO
   float* Lb = reinterpret_cast<float*>(Ob + 2 * DK_BM * DV);  // 2 stages of [DK_BM]: lse
   float* Db = Lb + 2 * DK_BM;                                 // 2 stages of [DK_BM]: delta
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, wg = warp >> 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int wg = DK_NWG == 1 ? 0 : warp >> 2;
   const int b = blockIdx.x / H, h = blockIdx.x - b * H;
   const int s0 = blockIdx.y * DK_BN;  // causal: the first keys (the most queries) first
   const int g0 = s0 + 64 * wg, n0 = g0 + 16 * (warp & 3);
   const long long hb = (long long)b * H + h;
-  const T* qbase = q + ((long long)b * Tq * H + h) * D;
-  const T* obase = dout + ((long long)b * Tq * H + h) * DV;
   const float* lrow = lse + hb * Tq;
   const float* drow = delta + hb * Tq;
   load_sw<DK_BN, D, NTH>(Ks, k + ((long long)b * S * H + h) * D, (long long)H * D, s0, S);
@@ -347,7 +406,10 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   cp_commit();
   int lo, hi;
   query_range(e, s0, DK_BN, Tq, DK_BM, lo, hi);
-  if (lo < hi) wg_load_q_tile<NTH>(Qb, Ob, Lb, Db, 0, qbase, obase, lrow, drow, lo, Tq, H);
+  const Stream<DK_BM, D, NTH> qst(Qb, q + ((long long)b * Tq * H + h) * D, (long long)H * D);
+  const Stream<DK_BM, DV, NTH> ost(Ob, dout + ((long long)b * Tq * H + h) * DV,
+                                   (long long)H * DV);
+  if (lo < hi) wg_load_q_tile<NTH>(qst, ost, Lb, Db, 0, lrow, drow, lo, Tq);
   cp_commit();
   float dka[D / 8][4], dva[DV / 8][4];
   zero<D / 8>(dka);
@@ -360,8 +422,7 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
   int stage = 0;
   for (int t0 = lo; t0 < hi; t0 += DK_BM, stage ^= 1) {
     if (t0 + DK_BM < hi)  // the next tile into the other stage (free since the last barrier)
-      wg_load_q_tile<NTH>(Qb, Ob, Lb, Db, stage ^ 1, qbase, obase, lrow, drow, t0 + DK_BM, Tq,
-                          H);
+      wg_load_q_tile<NTH>(qst, ost, Lb, Db, stage ^ 1, lrow, drow, t0 + DK_BM, Tq);
     cp_commit();
     cp_wait<1>();  // this tile (and, the first time, K and V)
     proxy_fence();
