@@ -388,12 +388,11 @@ __device__ __forceinline__ void row_stats(float* l2, float* dl, const float* __r
 }
 
 // dq's dS = P (dP - delta), P = 2^(scores - lse), of a warp's 16 query rows x NJ*8 keys
-// (as scores_log2) from the scores s and dP = dO V^T dp; s becomes dS.
+// from the scores s (as scores_log2 leaves them, to be multiplied by c) and dP = dO V^T dp;
+// s becomes dS.
 template <int NJ>
-__device__ __forceinline__ void dq_ds(float (*s)[4], float (*dp)[4], const float* l2,
-                                      const float* dl, const Extra& e, int b, int h, int r0,
-                                      int k0, int Tq, int S, float scale, int lane) {
-  const float c = scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+__device__ __forceinline__ void dq_ds(float (*s)[4], float (*dp)[4], float c, const float* l2,
+                                      const float* dl) {
 #pragma unroll
   for (int j = 0; j < NJ; j++) {
 #pragma unroll
@@ -403,32 +402,46 @@ __device__ __forceinline__ void dq_ds(float (*s)[4], float (*dp)[4], const float
 }
 
 // dk/dv's transposed tiles of a warp's 16 keys x NQ*8 queries (key n0 + g + 8 (i >> 1),
-// query t0 + 8 j + 2 tq + (i & 1)), from S^T = K Q^T st and dP^T = V dO^T dpt with the
-// queries' lse Ls and delta Dl (shared memory, from query t0): st becomes P^T, dpt dS^T,
-// also written into dbias [B, H, Tq, S] when given (0 where masked, as there). Masks, the
-// exponentials and dbias go in separate loops, none with a branch inside: the compiler
-// then overlaps the elements' exponentials (one branch an element had serialized them,
-// and made these loops most of dk/dv's time).
+// query t0 + 8 j + 2 tq + (i & 1)) from S^T = K Q^T st and dP^T = V dO^T dpt, in three
+// steps: scores_t_log2 scales and masks st as scores_log2 does (a block every query attends
+// whole, whole_block, is left for the exponent's FFMA); dkdv_probs makes st P^T and dpt dS^T
+// with the queries' lse Ls and delta Dl (shared memory, from query t0); dbias_store writes
+// dS^T into dbias [B, H, Tq, S] (0 where masked, as there). Masks, the exponentials and
+// dbias go in separate loops, none with a branch inside: the compiler then overlaps the
+// elements' exponentials (one branch an element had serialized them, and made these loops
+// most of dk/dv's time).
 template <int NQ>
-__device__ __forceinline__ void dkdv_probs(float (*st)[4], float (*dpt)[4], const float* Ls,
-                                           const float* Dl, float* __restrict__ dbias,
-                                           const Extra& e, int b, int h, long long hb, int n0,
-                                           int t0, int Tq, int S, float scale, int lane) {
+__device__ __forceinline__ bool whole_block(const Extra& e, int n0, int t0, int Tq, int S) {
+  return !(e.flags & ~1) && n0 + 16 <= S && t0 + NQ * 8 <= Tq &&
+         !((e.flags & 1) && t0 < n0 + 15);
+}
+template <int NQ>
+__device__ __forceinline__ void mask_scores_t(float (*st)[4], const Extra& e, int b, int h,
+                                              int n0, int t0, int Tq, int S, float scale,
+                                              int lane) {
   const int g = lane >> 2, tq = lane & 3;
-  const bool full = !(e.flags & ~1) && n0 + 16 <= S && t0 + NQ * 8 <= Tq &&
-                    !((e.flags & 1) && t0 < n0 + 15);  // every key attended by every query
-  const float c = full ? scale * LOG2E : 1.f;  // (full: into the exponent's FFMA)
-  if (!full) {
 #pragma unroll
-    for (int j = 0; j < NQ; j++) {
+  for (int j = 0; j < NQ; j++) {
 #pragma unroll
-      for (int i = 0; i < 4; i++) {
-        const int t = t0 + 8 * j + 2 * tq + (i & 1), s = n0 + g + 8 * (i >> 1);
-        float x = st[j][i] * scale;
-        st[j][i] = (s < S && t < Tq && attend(e, b, h, t, s, x)) ? x * LOG2E : -INF;
-      }
+    for (int i = 0; i < 4; i++) {
+      const int t = t0 + 8 * j + 2 * tq + (i & 1), s = n0 + g + 8 * (i >> 1);
+      float x = st[j][i] * scale;
+      st[j][i] = (s < S && t < Tq && attend(e, b, h, t, s, x)) ? x * LOG2E : -INF;
     }
   }
+}
+template <int NQ>
+__device__ __forceinline__ float scores_t_log2(float (*st)[4], const Extra& e, int b, int h,
+                                               int n0, int t0, int Tq, int S, float scale,
+                                               int lane) {
+  if (whole_block<NQ>(e, n0, t0, Tq, S)) return scale * LOG2E;
+  mask_scores_t<NQ>(st, e, b, h, n0, t0, Tq, S, scale, lane);
+  return 1.f;
+}
+template <int NQ>
+__device__ __forceinline__ void dkdv_probs(float (*st)[4], float (*dpt)[4], float c,
+                                           const float* Ls, const float* Dl, int lane) {
+  const int tq = lane & 3;
 #pragma unroll
   for (int j = 0; j < NQ; j++) {
     const float2 lj = *reinterpret_cast<const float2*>(Ls + 8 * j + 2 * tq);
@@ -440,7 +453,12 @@ __device__ __forceinline__ void dkdv_probs(float (*st)[4], float (*dpt)[4], cons
       dpt[j][i] = st[j][i] * (dpt[j][i] - dl[i & 1]);
     }
   }
-  if (dbias == nullptr) return;
+}
+template <int NQ>
+__device__ __forceinline__ void dbias_store(float (*dpt)[4], float* __restrict__ dbias,
+                                            long long hb, int n0, int t0, int Tq, int S,
+                                            int lane) {
+  const int g = lane >> 2, tq = lane & 3;
 #pragma unroll
   for (int j = 0; j < NQ; j++) {
 #pragma unroll
@@ -630,7 +648,8 @@ mx_tc_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
       const T* Vs = Vb + stage * BND * LDV;
       float s[NJ][4], dp[NJ][4];
       two_products<NJ / 2>(s, dp, Qs, Ks, Os, Vs, warp, lane);  // s = Q K^T, dp = dO V^T
-      dq_ds<NJ>(s, dp, l2, dl, e, b, h, r0, k0, Tq, S, scale, lane);
+      const float c = scores_log2<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+      dq_ds<NJ>(s, dp, c, l2, dl);
 #pragma unroll
       for (int kb = 0; kb < BND / 16; kb++) {
         unsigned a[A_N];
@@ -706,7 +725,9 @@ mx_tc_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
       // S^T = K Q^T, dP^T = V dO^T: key n0 + g + 8 (i >> 1), query t0 + 8 j + 2 tq + (i & 1)
       float st[BMQ / 8][4], dpt[BMQ / 8][4];
       two_products<BMQ / 16>(st, dpt, Ks, Qs, Vs, Os, warp, lane);
-      dkdv_probs<BMQ / 8>(st, dpt, Ls, Dl, dbias, e, b, h, hb, n0, t0, Tq, S, scale, lane);
+      const float c = scores_t_log2<BMQ / 8>(st, e, b, h, n0, t0, Tq, S, scale, lane);
+      dkdv_probs<BMQ / 8>(st, dpt, c, Ls, Dl, lane);
+      if (dbias != nullptr) dbias_store<BMQ / 8>(dpt, dbias, hb, n0, t0, Tq, S, lane);
 #pragma unroll
       for (int kb = 0; kb < BMQ / 16; kb++) {
         unsigned a[A_N];

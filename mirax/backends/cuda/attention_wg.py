@@ -283,6 +283,63 @@ __device__ __forceinline__ void wg_two_products(float (*x)[4], float (*y)[4], un
   keep<N / 8>(y);
 }
 
+// dq's work on one K/V tile once its scores s and dP dp are ready (s in log2 units once
+// times c, as scores_log2 leaves it): dS, into A registers, dQ += dS K from the MN-major
+// K tile's descriptor kd.
+template <int NJ>
+__device__ __forceinline__ void dq_tile(float (*s)[4], float (*dp)[4], float c,
+                                        const float* l2, const float* dl, float (*acc)[4],
+                                        unsigned kd) {
+  dq_ds<NJ>(s, dp, c, l2, dl);
+  unsigned pa[NJ / 2][4];
+#pragma unroll
+  for (int kb = 0; kb < NJ / 2; kb++) pack_a(pa[kb], s, kb);
+  keep<D / 8>(acc);
+  wg_fence();
+#pragma unroll
+  for (int kb = 0; kb < NJ / 2; kb++)  // dQ += dS K: 16 keys a step
+    WG<D>::rs(acc, pa[kb], kd + DESC(kb * 16 * 64));
+  wg_commit();
+  wg_wait0();
+  keep<D / 8>(acc);
+  keep_a<NJ / 2>(pa);
+}
+
+// dk/dv's work on one Q/dO tile once S^T st and dP^T dpt are ready (st as scores_t_log2
+// leaves it, times c): P^T and dS^T (dS^T into dbias when given), into A registers, dV +=
+// P^T dO and dK += dS^T Q from the MN-major dO and Q tiles' descriptors od and qd.
+template <int NQ>
+__device__ __forceinline__ void dkdv_tile(float (*st)[4], float (*dpt)[4], float c,
+                                          const float* Ls, const float* Dl, int lane,
+                                          float (*dva)[4], float (*dka)[4], unsigned od,
+                                          unsigned qd, float* __restrict__ dbias = nullptr,
+                                          long long hb = 0, int n0 = 0, int t0 = 0,
+                                          int Tq = 0, int S = 0) {
+  dkdv_probs<NQ>(st, dpt, c, Ls, Dl, lane);
+  if (dbias != nullptr) dbias_store<NQ>(dpt, dbias, hb, n0, t0, Tq, S, lane);
+  unsigned pa[NQ / 2][4], sa[NQ / 2][4];
+#pragma unroll
+  for (int kb = 0; kb < NQ / 2; kb++) {
+    pack_a(pa[kb], st, kb);
+    pack_a(sa[kb], dpt, kb);
+  }
+  keep<DV / 8>(dva);
+  keep<D / 8>(dka);
+  wg_fence();
+#pragma unroll
+  for (int kb = 0; kb < NQ / 2; kb++)  // dV += P^T dO: 16 queries a step
+    WG<DV>::rs(dva, pa[kb], od + DESC(kb * 16 * 64));
+#pragma unroll
+  for (int kb = 0; kb < NQ / 2; kb++)  // dK += dS^T Q
+    WG<D>::rs(dka, sa[kb], qd + DESC(kb * 16 * 64));
+  wg_commit();
+  wg_wait0();
+  keep<DV / 8>(dva);
+  keep<D / 8>(dka);
+  keep_a<NQ / 2>(pa);
+  keep_a<NQ / 2>(sa);
+}
+
 // dq = scale dS K (dS = P (dP - delta), P = exp(scores - lse), dP = dO V^T) of the DQ_BM =
 // 64 DQ_NWG query rows of block (b h, y), warpgroup w owning rows 64 w .. 64 w + 63; K/V
 // tiles of DQ_BN keys stream through two stages. K is read K-major by the scores and
@@ -342,19 +399,12 @@ mx_wg_dq(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__
       const unsigned ks = stage * DESC(DQ_BN * D), vs = stage * DESC(DQ_BN * DV);
       float s[NJ][4], dp[NJ][4];
       wg_two_products<DQ_BN, DQ_BM>(s, dp, qd, kd + ks, od, vd + vs);  // Q K^T, dO V^T
-      dq_ds<NJ>(s, dp, l2, dl, e, b, h, r0, k0, Tq, S, scale, lane);
-      unsigned pa[DQ_BN / 16][4];
-#pragma unroll
-      for (int kb = 0; kb < DQ_BN / 16; kb++) pack_a(pa[kb], s, kb);
-      keep<D / 8>(acc);
-      wg_fence();
-#pragma unroll
-      for (int kb = 0; kb < DQ_BN / 16; kb++)  // dQ += dS K: 16 keys a step
-        WG<D>::rs(acc, pa[kb], kmn + ks + DESC(kb * 16 * 64));
-      wg_commit();
-      wg_wait0();
-      keep<D / 8>(acc);
-      keep_a<DQ_BN / 16>(pa);
+      if (whole_tile<NJ>(e, r0, k0, S)) {  // (two copies of the rest: as the forward's)
+        dq_tile<NJ>(s, dp, scale * LOG2E, l2, dl, acc, kmn + ks);
+      } else {
+        mask_scores<NJ>(s, e, b, h, r0, k0, Tq, S, scale, lane);
+        dq_tile<NJ>(s, dp, 1.f, l2, dl, acc, kmn + ks);
+      }
     }
     __syncthreads();
   }
@@ -431,29 +481,15 @@ mx_wg_dkdv(const T* __restrict__ q, const T* __restrict__ k, const T* __restrict
       const unsigned qs = stage * DESC(DK_BM * D), os = stage * DESC(DK_BM * DV);
       float st[NQ][4], dpt[NQ][4];
       wg_two_products<DK_BM, DK_BN>(st, dpt, kd, qd + qs, vd, od + os);  // K Q^T, V dO^T
-      dkdv_probs<NQ>(st, dpt, Lb + stage * DK_BM, Db + stage * DK_BM, dbias, e, b, h, hb, n0,
-                     t0, Tq, S, scale, lane);
-      unsigned pa[DK_BM / 16][4], sa[DK_BM / 16][4];
-#pragma unroll
-      for (int kb = 0; kb < DK_BM / 16; kb++) {
-        pack_a(pa[kb], st, kb);
-        pack_a(sa[kb], dpt, kb);
+      const float* Ls = Lb + stage * DK_BM;
+      const float* Dl = Db + stage * DK_BM;
+      if (whole_block<NQ>(e, n0, t0, Tq, S)) {  // (two copies of the rest: as the forward's)
+        dkdv_tile<NQ>(st, dpt, scale * LOG2E, Ls, Dl, lane, dva, dka, omn + os, qmn + qs);
+      } else {
+        mask_scores_t<NQ>(st, e, b, h, n0, t0, Tq, S, scale, lane);
+        dkdv_tile<NQ>(st, dpt, 1.f, Ls, Dl, lane, dva, dka, omn + os, qmn + qs, dbias, hb, n0,
+                      t0, Tq, S);
       }
-      keep<DV / 8>(dva);
-      keep<D / 8>(dka);
-      wg_fence();
-#pragma unroll
-      for (int kb = 0; kb < DK_BM / 16; kb++)  // dV += P^T dO: 16 queries a step
-        WG<DV>::rs(dva, pa[kb], omn + os + DESC(kb * 16 * 64));
-#pragma unroll
-      for (int kb = 0; kb < DK_BM / 16; kb++)  // dK += dS^T Q
-        WG<D>::rs(dka, sa[kb], qmn + qs + DESC(kb * 16 * 64));
-      wg_commit();
-      wg_wait0();
-      keep<DV / 8>(dva);
-      keep<D / 8>(dka);
-      keep_a<DK_BM / 16>(pa);
-      keep_a<DK_BM / 16>(sa);
     }
     __syncthreads();
   }
