@@ -39,18 +39,22 @@ rule, for tests and benchmarks.
 
 Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events; benchmarks/gpu.py and
 benchmarks/attention_tiles.py), bf16 kernels alone (the mma.sync ones beside): forward
-0.071 ms (0.100), delta 0.026, dq 0.098 (0.124), dk/dv 0.132 (0.198); jit of
-value_and_grad 0.43 ms against torch SDPA's forward + backward 0.42-0.70 ms (torch
-forward 0.065). At [2,4096,16,64]: forward 0.212, dq 0.262, dk/dv 0.377; at [2,4096,8,128]
-0.202, 0.203 and 0.277; torch SDPA's forward 0.187 and 0.162. The Hopper kernels were
-bound by issuing instructions, not by their products (Nsight Compute on the forward at
-[2,4096,16,64]: issue slots 62% busy, the integer ALU the busiest pipe at 59%, 574
-instructions a warp for each 64 x 64 tile, 4 warps a scheduler); fewer instructions a tile
-took the times above from 0.081 / 0.092 / 0.148 and 0.263 / 0.294 / 0.450 (d128: 0.210 /
-0.273 / 0.348): descriptors made once and stepped by constants, each thread's cp.async
-addresses made once a tile, no zeroed accumulators before a product that writes them,
-the softmax scale folded into the exponent's FFMA, and the output rescaled only when a
-row's maximum moved. dk/dv's elementwise loop (P^T, dS^T) had a branch in every element,
+0.064-0.066 ms (0.100), delta 0.026, dq 0.080-0.084 (0.124), dk/dv 0.127-0.131 (0.198);
+torch SDPA's forward 0.065. At [2,4096,16,64]: forward 0.180-0.187, dq 0.206-0.208, dk/dv
+0.364-0.370; at [2,4096,8,128] 0.140-0.142, 0.192-0.194 and 0.271-0.281; torch SDPA's
+forward 0.187 and 0.162. The Hopper kernels were bound by issuing instructions, not by
+their products (Nsight Compute on the forward at [2,4096,16,64]: issue slots 62% busy, the
+integer ALU the busiest pipe at 59%, 574 instructions a warp for each 64 x 64 tile, 4
+warps a scheduler). Two rounds of cuts (the thirteenth and fourteenth sessions) took the
+forward's full tile from about 574 to 284 instructions a thread (SASS of the NVRTC cubin)
+and the times above from 0.081 / 0.092 / 0.148 and 0.263 / 0.294 / 0.450 (d128: 0.210 /
+0.273 / 0.348): descriptors made once and stepped by constants; each thread's cp.async
+addresses made once, before the loop (`Stream`); no zeroed accumulators before a product
+that writes them; the softmax scale folded into the exponent's FFMA; the running max
+moved only when a row's grows past 2^8 (`softmax_step`: the output is rescaled rarely);
+and whole tiles (no mask inside) with their own copy of the tile's softmax and products,
+where one copy merging both paths had moved every score into other registers (32 moves a
+thread a tile). dk/dv's elementwise loop (P^T, dS^T) had a branch in every element,
 which serialized its exponentials: 0.14 of its 0.265 ms then.
 float32 at "default" ("tc", TF32): forward 0.21 ms, jit of value_and_grad 0.94 ms (torch
 SDPA 0.65 / 2.24, JAX 2.54); exact float32 forward 1.23 ms ("simt"; "blas" 1.89),
@@ -58,7 +62,9 @@ backward 3.97 ms ("blas"; "simt" 4.15, each before the logsumexp output). The CU
 backward takes about 3x its forward: 7 matrix products' worth of work against 2 (dq 3,
 dk/dv 4), one score per thread with a warp shuffle per key. Left on the table: each
 Hopper kernel waits for its score products before their softmax (or dS) and for the
-next products after it, with 2-4 blocks a multiprocessor to fill the gaps;
+next products after it, with 2-4 blocks a multiprocessor to fill the gaps (the forward at
+[2,4096,16,64] spends about 710 cycles of a multiprocessor on a 64 x 64 tile, against
+about 284 cycles of issue, 256 of exponentials and 256 of tensor-core products);
 FlashAttention-3's producer warps with TMA loads and ping-ponging warpgroups are not
 done, nor dq accumulated inside dk/dv (3 of the backward's 7 products recompute S and
 dP for dq).
@@ -362,7 +368,8 @@ def wg_tiles(d: int, dv: int) -> dict:
     of 128 keys take 180-230 registers (one block a multiprocessor) or spill. Issuing the
     next tile's Q K^T before this tile's softmax (FlashAttention-3's overlap within a
     warpgroup, three K/V stages) measured slower at every size: 230 registers; folding
-    the scale into the exponent's FFMA did not pay; nor did loading K/V tiles two or three
+    the scale into the exponent's FFMA did not pay alone (it went in later with the
+    thirteenth session's other cuts); nor did loading K/V tiles two or three
     ahead through 3 or 4 stages alone ([2,4096,16,64]: 0.258-0.275 against 0.257-0.268;
     [2,4096,8,128] with 2 warpgroups 0.285-0.291 against 0.207). dq at [8,1024,16,64]: 1
     warpgroup over 64-key tiles, 2 blocks 0.093 (3 blocks 0.095-0.097, 32-key tiles
