@@ -105,11 +105,11 @@ def main():
                 orig = getattr(attention, which)
                 setattr(attention, which, lambda d, dv, *_, t=tiles: dict(t, D=d, DV=dv))
                 try:
-                    launch = attention._wg(c) if wg else attention._tc(c)
+                    launch = (attention.wg_launcher if wg else attention.tc_launcher)(c)
                     for kern in kernels:
                         name, n, kargs = calls[kern]
                         rows.setdefault(kern, {})[label] = _time(
-                            cp, lambda: launch(name, n, kargs), args.reps)
+                            cp, lambda: launch(c, name, n, kargs), args.reps)
                 except Exception as e:  # noqa: BLE001
                     for kern in kernels:
                         rows.setdefault(kern, {})[label] = repr(e)[:200]

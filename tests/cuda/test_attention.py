@@ -280,6 +280,7 @@ def test_hopper_forward_that_does_not_build_falls_back(knobs, monkeypatch, capsy
         raise RuntimeError("mx_attn (wg): no sm_90a here\nthe compiler's log")
     monkeypatch.setattr(attention, "_sm90a_module", no_sm90a)
     monkeypatch.setattr(attention, "_modules", {})
+    monkeypatch.setattr(attention, "_launchers", {})
     monkeypatch.setattr(attention, "_hopper", {})
     arrays, kw = _inputs(WG_CASES[0].values[0], "bfloat16")
     dev = _to(arrays, "cuda")

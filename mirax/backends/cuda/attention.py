@@ -55,7 +55,10 @@ moved only when a row's grows past 2^8 (`softmax_step`: the output is rescaled r
 and whole tiles (no mask inside) with their own copy of the tile's softmax and products,
 where one copy merging both paths had moved every score into other registers (32 moves a
 thread a tile). dk/dv's elementwise loop (P^T, dS^T) had a branch in every element,
-which serialized its exponentials: 0.14 of its 0.265 ms then.
+which serialized its exponentials: 0.14 of its 0.265 ms then. Host time: the kernels launch
+through the driver with their arguments in blocks made once a signature (`_Kernel`), the
+launchers and non-address arguments are cached too: `forward` took 74 -> 42 us a call at
+[1,64,1,64], a jitted forward at [8,1024,16,64] 102 -> 55 us (its kernel 64).
 float32 at "default" ("tc", TF32): forward 0.21 ms, jit of value_and_grad 0.94 ms (torch
 SDPA 0.65 / 2.24, JAX 2.54); exact float32 forward 1.23 ms ("simt"; "blas" 1.89),
 backward 3.97 ms ("blas"; "simt" 4.15, each before the logsumexp output). The CUDA-core
@@ -76,15 +79,18 @@ in the dispatch report and by reason in `fallbacks`): float64, head dims over 12
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import sys
 import tempfile
+import threading
 from collections import Counter
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
+from cupy.cuda import driver
 from cupy_backends.cuda.libs import nvrtc
 
 from mirax.core import config
@@ -107,7 +113,8 @@ BLAS_MAX_BYTES = 256 << 20  # its float32 score buffer (one chunk of heads)
 fallbacks: Counter = Counter()  # reason -> calls that ran the body instead of a kernel
 force_path: str | None = None   # "simt", "tc" or "blas" instead of the rule
 _modules: dict = {}
-_opted_in: set = set()  # (module id, kernel) given more than 48 KB of shared memory
+_kernels: dict = {}   # (module id, kernel name, device) -> _Kernel
+_launchers: dict = {}  # (family, dtype, head dims, device) -> launch
 
 _DTYPE_CODE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, dtypes.bfloat16: 2}
 
@@ -198,6 +205,54 @@ def _sm90a_module(src: str):
     return cp.RawModule(path=str(path))
 
 
+class _Kernel:
+    """A kernel of a module, launched through the driver (cuLaunchKernel) with its arguments
+    in a ctypes block made once for each signature of the ones that are not buffer
+    addresses (np.uint64, `_ptr`): a call writes the addresses into its block and launches
+    on the current stream. CuPy's launch converted every argument on every call: 19 us of
+    host time for the forward's 20 on the H200's host, longer than the kernel at small
+    sizes."""
+
+    _CTYPE = {np.uint64: ctypes.c_uint64, np.int64: ctypes.c_int64, np.int32: ctypes.c_int32,
+              np.float32: ctypes.c_float}
+    MAX_BLOCKS = 256  # signatures kept (the oldest dropped past this)
+
+    def __init__(self, fn, smem: int):
+        if smem > 48 * 1024:  # over the default: opt in (Hopper allows 227 KB a block)
+            fn.max_dynamic_shared_size_bytes = smem
+        self.ptr = fn.kernel.ptr
+        self.blocks: dict = {}
+        self.lock = threading.Lock()  # a block is written and launched by one thread at a time
+
+    def __call__(self, grid, block, args, shared_mem=0):
+        key = (grid, block, shared_mem, *(None if type(a) is np.uint64 else a for a in args))
+        g = (*grid, 1, 1)[:3]
+        b = (*block, 1, 1)[:3]
+        with self.lock:
+            entry = self.blocks.get(key)
+            if entry is None:
+                if len(self.blocks) >= self.MAX_BLOCKS:
+                    del self.blocks[next(iter(self.blocks))]
+                vals = [self._CTYPE[type(a)](a) for a in args]
+                params = (ctypes.c_void_p * len(vals))(*map(ctypes.addressof, vals))
+                slots = [v for v, a in zip(vals, args) if type(a) is np.uint64]
+                entry = self.blocks[key] = (vals, params, slots)
+            vals, params, slots = entry
+            for v, a in zip(slots, (a for a in args if type(a) is np.uint64)):
+                v.value = int(a)
+            driver.launchKernel(self.ptr, *g, *b, shared_mem,
+                                cp.cuda.get_current_stream().ptr, ctypes.addressof(params), 0)
+
+
+def kernel(mod, name: str, smem: int = 0) -> _Kernel:
+    """The module's kernel `name` (with `smem` bytes of dynamic shared memory), cached."""
+    key = (id(mod), name, cp.cuda.runtime.getDevice())
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels.setdefault(key, _Kernel(mod.get_function(name), smem))
+    return k
+
+
 _hopper: dict = {}  # device id -> compute capability 9.0?
 
 
@@ -218,7 +273,8 @@ def _ptr(x) -> np.uint64:
 
 
 def _contig(x):
-    x = cp.ascontiguousarray(x)
+    if not x.flags.c_contiguous:
+        x = cp.ascontiguousarray(x)
     if x.data.ptr % 16:
         x = x.copy()
     return x
@@ -235,8 +291,15 @@ def _padded(x, n):
 
 def _bstrides(x):
     """Element strides of a contiguous 4-d array, 0 on axes of size 1 (broadcast)."""
-    st = [s // x.itemsize for s in x.strides]
-    return [0 if n == 1 else s for n, s in zip(x.shape, st)]
+    return tuple(0 if n == 1 else s // x.itemsize for n, s in zip(x.shape, x.strides))
+
+
+@functools.lru_cache(maxsize=256)
+def _scalars(ms, bs, wl, wr, flags, T, S, H, scale):
+    """A call's kernel arguments that are not addresses, as the kernels' C types (made once
+    a signature: thirteen NumPy scalars a call took 4-5 us)."""
+    return ((*map(np.int64, ms), *map(np.int64, bs), np.int32(wl), np.int32(wr),
+             np.int32(flags)), (np.int32(T), np.int32(S), np.int32(H)), np.float32(scale))
 
 
 class _Call:
@@ -258,19 +321,18 @@ class _Call:
         self.v = _padded(v, self.DV)
         self.mask = None if mask is None else _contig(mask.astype(cp.bool_, copy=False))
         self.bias = None if bias is None else _contig(bias.astype(cp.float32, copy=False))
-        self.scale = np.float32(scale)
-        ms = _bstrides(self.mask) if self.mask is not None else [0] * 4
-        bs = _bstrides(self.bias) if self.bias is not None else [0] * 4
+        ms = _bstrides(self.mask) if self.mask is not None else (0,) * 4
+        bs = _bstrides(self.bias) if self.bias is not None else (0,) * 4
         wl = wr = 0
         if window is not None:
             lim = self.T + self.S + 1
             wl, wr = (max(-lim, min(lim, int(w))) for w in window)
         flags = (1 * bool(is_causal) + 2 * (window is not None) + 4 * (mask is not None)
                  + 8 * (bias is not None))
-        # the kernels' EXTRA_PARAMS
-        self.extra = (_ptr(self.mask), _ptr(self.bias), *map(np.int64, ms), *map(np.int64, bs),
-                      np.int32(wl), np.int32(wr), np.int32(flags))
-        self.dims = (np.int32(self.T), np.int32(self.S), np.int32(self.H))
+        # the kernels' EXTRA_PARAMS (the buffers' addresses, then the rest), T, S, H, scale
+        tail, self.dims, self.scale = _scalars(ms, bs, wl, wr, flags, self.T, self.S, self.H,
+                                               float(scale))
+        self.extra = (_ptr(self.mask), _ptr(self.bias), *tail)
 
     def padded_out(self, x, n):
         return x if x.shape[-1] == n else cp.ascontiguousarray(x[..., :n])
@@ -286,7 +348,7 @@ def _simt(c):
 
 def _simt_forward(c, o, lse):
     mod, grid = _simt(c)
-    mod.get_function("mx_attn_fwd")(
+    kernel(mod, "mx_attn_fwd")(
         grid(c.T), (NT,), (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse), *c.extra,
                            *c.dims, c.scale))
 
@@ -294,9 +356,9 @@ def _simt_forward(c, o, lse):
 def _simt_backward(c, do, lse, delta, dq, dk, dv, dbias):
     mod, grid = _simt(c)
     common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
-    mod.get_function("mx_attn_dq")(
+    kernel(mod, "mx_attn_dq")(
         grid(c.T), (NT,), (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
-    mod.get_function("mx_attn_dkdv")(
+    kernel(mod, "mx_attn_dkdv")(
         grid(c.S), (NT,), (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra, *c.dims,
                            c.scale))
 
@@ -326,32 +388,44 @@ def tc_tiles(d: int, dv: int, dtype) -> dict:
             "NWK": 4, "BMQ": 16}
 
 
-def _launcher(c, mod, kernels):
-    """launch(name, rows, args) for a module's kernels: name -> (threads, rows (queries or
-    keys) a block, shared-memory bytes)."""
-    def launch(name, n_rows, args):
+def _launcher(mod, kernels):
+    """launch(c, name, rows, args) for a module's kernels: name -> (threads, rows (queries
+    or keys) a block, shared-memory bytes)."""
+    def launch(c, name, n_rows, args):
         threads, rows, smem = kernels[name]
-        fn = mod.get_function(name)
-        if smem > 48 * 1024 and (id(mod), name) not in _opted_in:
-            fn.max_dynamic_shared_size_bytes = smem  # over the default: opt in, once
-            _opted_in.add((id(mod), name))          # (Hopper allows 227 KB a block)
         # x: (batch, head), fastest; y: the row tile, so that a causal launch starts every
         # head's longest tiles first
-        fn((c.B * c.H, -(-n_rows // rows)), (threads,), args, shared_mem=smem)
+        kernel(mod, name, smem)((c.B * c.H, -(-n_rows // rows)), (threads,), args,
+                                shared_mem=smem)
     return launch
 
 
-def _tc(c):
+def _cached_launcher(kind, c, make):
+    """The launcher of family `kind` for c's dtype and head dims, make(c) once."""
+    key = (kind, c.dtype, c.D, c.DV, cp.cuda.runtime.getDevice())
+    launch = _launchers.get(key)
+    if launch is None:
+        launch = _launchers.setdefault(key, make(c))
+    return launch
+
+
+def tc_launcher(c):
+    """The mma.sync kernels' launcher for c's dtype and head dims (tc_tiles)."""
     t = tc_tiles(c.D, c.DV, c.dtype)
     size = c.dtype.itemsize
     ldk, ldv = c.D + t["PAD"], c.DV + t["PAD"]   # shared-memory row strides (elements)
     bmf, bmd, bnk = 16 * t["MTF"] * t["NWF"], 16 * t["NWD"], 16 * t["NWK"]
     bnf, bnd, bmq = t["BNF"], t["BND"], t["BMQ"]
     # two stages of each streamed tile
-    return _launcher(c, module("tc", c.dtype, **t), {
+    return _launcher(module("tc", c.dtype, **t), {
         "mx_tc_fwd": (32 * t["NWF"], bmf, size * (bmf * ldk + 2 * bnf * (ldk + ldv))),
         "mx_tc_dq": (32 * t["NWD"], bmd, size * (bmd + 2 * bnd) * (ldk + ldv)),
-        "mx_tc_dkdv": (32 * t["NWK"], bnk, size * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)})
+        "mx_tc_dkdv": (32 * t["NWK"], bnk,
+                       size * (bnk + 2 * bmq) * (ldk + ldv) + 16 * bmq)})
+
+
+def _tc(c):
+    return _cached_launcher("tc", c, tc_launcher)
 
 
 def wg_tiles(d: int, dv: int) -> dict:
@@ -378,7 +452,10 @@ def wg_tiles(d: int, dv: int) -> dict:
     [2,4096,8,128] 0.347 (32-query tiles spill: 0.91). dk/dv takes 204 registers, dq 162.
     dq added inside dk/dv (dS through shared memory into dS K, float32 atomic reductions
     into a buffer) took the dk/dv kernel from 0.156 to 0.238 ms at [8,1024,16,64] and from
-    0.46 to 0.78 at [2,4096,16,64], more than the dq kernel it spares (0.093, 0.30)."""
+    0.46 to 0.78 at [2,4096,16,64], more than the dq kernel it spares (0.093, 0.30).
+    dk/dv starting dV += P^T dO before computing dS^T (so that the product runs under it)
+    took 0.370 against 0.355 ms at [2,4096,16,64] and 0.330 against 0.272 at
+    [2,4096,8,128] (218 and 245 registers): not kept."""
     t = {"D": d, "DV": dv, "PAD": 8, "DQ_NWG": 1, "DQ_BN": 64, "DQ_MINB": 2, "DK_NWG": 1,
          "DK_BM": 64, "DK_MINB": 2}
     if max(d, dv) <= 64:
@@ -386,7 +463,8 @@ def wg_tiles(d: int, dv: int) -> dict:
     return dict(t, NWG=2, BNW=64, MINB=2)
 
 
-def _wg(c):
+def wg_launcher(c):
+    """The Hopper kernels' launcher for c's dtype and head dims (wg_tiles)."""
     t = wg_tiles(c.D, c.DV)
     size = c.dtype.itemsize
     bm, bn = 64 * t["NWG"], t["BNW"]
@@ -394,11 +472,16 @@ def _wg(c):
     kn, km = 64 * t["DK_NWG"], t["DK_BM"]
     # swizzled tiles (+ 1 KB to align the first to 1024 bytes): the block's own rows and
     # two stages of the streamed ones; dk/dv's stages also hold their rows' lse and delta
-    return _launcher(c, module("wg", c.dtype, **t), {
-        "mx_wg_fwd": (128 * t["NWG"], bm, size * (bm * c.D + 2 * bn * (c.D + c.DV)) + 1024),
+    return _launcher(module("wg", c.dtype, **t), {
+        "mx_wg_fwd": (128 * t["NWG"], bm,
+                      size * (bm * c.D + 2 * bn * (c.D + c.DV)) + 1024),
         "mx_wg_dq": (128 * t["DQ_NWG"], qm, size * (qm + 2 * qn) * (c.D + c.DV) + 1024),
         "mx_wg_dkdv": (128 * t["DK_NWG"], kn,
                        size * (kn + 2 * km) * (c.D + c.DV) + 16 * km + 1024)})
+
+
+def _wg(c):
+    return _cached_launcher("wg", c, wg_launcher)
 
 
 def _hopper_launch(c):
@@ -420,18 +503,18 @@ def _tc_forward(c, o, lse):
     args = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(o), _ptr(lse), *c.extra, *c.dims, c.scale)
     wg = _hopper_launch(c)
     if wg is not None:
-        wg("mx_wg_fwd", c.T, args)
+        wg(c, "mx_wg_fwd", c.T, args)
     else:
-        _tc(c)("mx_tc_fwd", c.T, args)
+        _tc(c)(c, "mx_tc_fwd", c.T, args)
 
 
 def _tc_backward(c, do, lse, delta, dq, dk, dv, dbias):
     wg = _hopper_launch(c)
     launch, kind = (_tc(c), "tc") if wg is None else (wg, "wg")
     common = (_ptr(c.q), _ptr(c.k), _ptr(c.v), _ptr(do), _ptr(lse), _ptr(delta))
-    launch(f"mx_{kind}_dq", c.T, (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
-    launch(f"mx_{kind}_dkdv", c.S, (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra,
-                                    *c.dims, c.scale))
+    launch(c, f"mx_{kind}_dq", c.T, (*common, _ptr(dq), *c.extra, *c.dims, c.scale))
+    launch(c, f"mx_{kind}_dkdv", c.S, (*common, _ptr(dk), _ptr(dv), _ptr(dbias), *c.extra,
+                                       *c.dims, c.scale))
 
 
 # --- cuBLAS + row kernels ---------------------------------------------------------------------
@@ -570,9 +653,9 @@ def _delta(c, ct, out, ct_lse):
             np.int32(c.H), np.int32(c.DV0))
     aux = module("aux", c.dtype)
     if c.dtype in LOW and c.DV0 % 8 == 0:  # 16-byte loads, 8 lanes a row
-        aux.get_function("mx_attn_delta8")((-(-rows // 32),), (256,), args)
+        kernel(aux, "mx_attn_delta8")((-(-rows // 32),), (256,), args)
     else:
-        aux.get_function("mx_attn_delta")((-(-rows // 4),), (128,), args)
+        kernel(aux, "mx_attn_delta")((-(-rows // 4),), (128,), args)
     return delta
 
 
