@@ -71,8 +71,9 @@ WGMMA_OPS
 // Rows [row0, row0 + NR) of a W-wide operand (global row r at src + r * gs) into the
 // swizzled tile dst by cp.async, 16 bytes a thread (NTH threads); rows at or past n are zeros.
 // Where the threads cover whole rows a pass, in steps of 8 rows (every tile here), a thread
-// copies the same column at the same swizzle every pass: its addresses are computed once,
-// and a tile inside the operand (all but the last) checks no row.
+// copies the same column at the same swizzle every pass: its addresses are computed once a
+// call (Stream below, for the tiles a kernel streams, once before its loop), and a tile
+// inside the operand (all but the last) checks no row.
 template <int NR, int W, int NTH>
 __device__ __forceinline__ void load_sw(T* dst, const T* __restrict__ src, long long gs,
                                         int row0, int n) {
