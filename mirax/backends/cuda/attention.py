@@ -39,9 +39,9 @@ rule, for tests and benchmarks.
 
 Speed (H200, q/k/v [8,1024,16,64] causal, CUDA events; benchmarks/gpu.py and
 benchmarks/attention_tiles.py), bf16 kernels alone (the mma.sync ones beside): forward
-0.064-0.066 ms (0.100), delta 0.026, dq 0.080-0.084 (0.124), dk/dv 0.127-0.131 (0.198);
-torch SDPA's forward 0.065. At [2,4096,16,64]: forward 0.180-0.187, dq 0.206-0.208, dk/dv
-0.364-0.370; at [2,4096,8,128] 0.140-0.142, 0.192-0.194 and 0.271-0.281; torch SDPA's
+0.064-0.067 ms (0.100), delta 0.026, dq 0.080-0.084 (0.124), dk/dv 0.127-0.131 (0.198);
+torch SDPA's forward 0.065. At [2,4096,16,64]: forward 0.180-0.188, dq 0.206-0.210, dk/dv
+0.355-0.370; at [2,4096,8,128] 0.140-0.143, 0.192-0.196 and 0.271-0.281; torch SDPA's
 forward 0.187 and 0.162. The Hopper kernels were bound by issuing instructions, not by
 their products (Nsight Compute on the forward at [2,4096,16,64]: issue slots 62% busy, the
 integer ALU the busiest pipe at 59%, 574 instructions a warp for each 64 x 64 tile, 4
