@@ -45,9 +45,10 @@ torch SDPA's forward 0.065. At [2,4096,16,64]: forward 0.180-0.188, dq 0.206-0.2
 forward 0.187 and 0.162. The Hopper kernels were bound by issuing instructions, not by
 their products (Nsight Compute on the forward at [2,4096,16,64]: issue slots 62% busy, the
 integer ALU the busiest pipe at 59%, 574 instructions a warp for each 64 x 64 tile, 4
-warps a scheduler). Two rounds of cuts (the thirteenth and fourteenth sessions) took the
-forward's full tile from about 574 to 284 instructions a thread (SASS of the NVRTC cubin)
-and the times above from 0.081 / 0.092 / 0.148 and 0.263 / 0.294 / 0.450 (d128: 0.210 /
+warps a scheduler). Two rounds of cuts (the thirteenth and fourteenth sessions; after the
+first, the full-tile path counted 364-396 instructions in the SASS of the NVRTC cubin,
+after the second 284-330, the higher figure with the output's rescale) took the times
+above from 0.081 / 0.092 / 0.148 and 0.263 / 0.294 / 0.450 (d128: 0.210 /
 0.273 / 0.348): descriptors made once and stepped by constants; each thread's cp.async
 addresses made once, before the loop (`Stream`); no zeroed accumulators before a product
 that writes them; the softmax scale folded into the exponent's FFMA; the running max
