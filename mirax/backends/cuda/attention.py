@@ -57,7 +57,7 @@ and whole tiles (no mask inside) with their own copy of the tile's softmax and p
 where one copy merging both paths had moved every score into other registers (32 moves a
 thread a tile). dk/dv's elementwise loop (P^T, dS^T) had a branch in every element,
 which serialized its exponentials: 0.14 of its 0.265 ms then. Host time: the kernels launch
-through the driver with their arguments in blocks made once a signature (`_Kernel`), the
+through the driver with their arguments in blocks made once a signature (launch.py), the
 launchers and non-address arguments are cached too: `forward` took 74 -> 42 us a call at
 [1,64,1,64], a jitted forward at [8,1024,16,64] 102 -> 55 us (its kernel 64).
 float32 at "default" ("tc", TF32): forward 0.21 ms, jit of value_and_grad 0.94 ms (torch
@@ -85,18 +85,17 @@ import hashlib
 import os
 import sys
 import tempfile
-import threading
 from collections import Counter
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
-from cupy.cuda import driver
 from cupy_backends.cuda.libs import nvrtc
 
 from mirax.core import config
 from mirax.backends.cuda import attention_kernels as kernels
 from mirax.backends.cuda import library
+from mirax.backends.cuda.launch import kernel
 from mirax.backends.cuda.library import (
     COMPUTE_32F, COMPUTE_32F_FAST_TF32, CUDA_TYPE, GEMM_DEFAULT, LOW)
 from mirax.core import dtypes
@@ -114,7 +113,6 @@ BLAS_MAX_BYTES = 256 << 20  # its float32 score buffer (one chunk of heads)
 fallbacks: Counter = Counter()  # reason -> calls that ran the body instead of a kernel
 force_path: str | None = None   # "simt", "tc" or "blas" instead of the rule
 _modules: dict = {}
-_kernels: dict = {}   # (module id, kernel name, device) -> _Kernel
 _launchers: dict = {}  # (family, dtype, head dims, device) -> launch
 
 _DTYPE_CODE = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, dtypes.bfloat16: 2}
@@ -204,54 +202,6 @@ def _sm90a_module(src: str):
         tmp.write_bytes(cubin)
         os.replace(tmp, path)
     return cp.RawModule(path=str(path))
-
-
-class _Kernel:
-    """A kernel of a module, launched through the driver (cuLaunchKernel) with its arguments
-    in a ctypes block made once for each signature of the ones that are not buffer
-    addresses (np.uint64, `_ptr`): a call writes the addresses into its block and launches
-    on the current stream. CuPy's launch converted every argument on every call: 19 us of
-    host time for the forward's 20 on the H200's host, longer than the kernel at small
-    sizes."""
-
-    _CTYPE = {np.uint64: ctypes.c_uint64, np.int64: ctypes.c_int64, np.int32: ctypes.c_int32,
-              np.float32: ctypes.c_float}
-    MAX_BLOCKS = 256  # signatures kept (the oldest dropped past this)
-
-    def __init__(self, fn, smem: int):
-        if smem > 48 * 1024:  # over the default: opt in (Hopper allows 227 KB a block)
-            fn.max_dynamic_shared_size_bytes = smem
-        self.ptr = fn.kernel.ptr
-        self.blocks: dict = {}
-        self.lock = threading.Lock()  # a block is written and launched by one thread at a time
-
-    def __call__(self, grid, block, args, shared_mem=0):
-        key = (grid, block, shared_mem, *(None if type(a) is np.uint64 else a for a in args))
-        g = (*grid, 1, 1)[:3]
-        b = (*block, 1, 1)[:3]
-        with self.lock:
-            entry = self.blocks.get(key)
-            if entry is None:
-                if len(self.blocks) >= self.MAX_BLOCKS:
-                    del self.blocks[next(iter(self.blocks))]
-                vals = [self._CTYPE[type(a)](a) for a in args]
-                params = (ctypes.c_void_p * len(vals))(*map(ctypes.addressof, vals))
-                slots = [v for v, a in zip(vals, args) if type(a) is np.uint64]
-                entry = self.blocks[key] = (vals, params, slots)
-            vals, params, slots = entry
-            for v, a in zip(slots, (a for a in args if type(a) is np.uint64)):
-                v.value = int(a)
-            driver.launchKernel(self.ptr, *g, *b, shared_mem,
-                                cp.cuda.get_current_stream().ptr, ctypes.addressof(params), 0)
-
-
-def kernel(mod, name: str, smem: int = 0) -> _Kernel:
-    """The module's kernel `name` (with `smem` bytes of dynamic shared memory), cached."""
-    key = (id(mod), name, cp.cuda.runtime.getDevice())
-    k = _kernels.get(key)
-    if k is None:
-        k = _kernels.setdefault(key, _Kernel(mod.get_function(name), smem))
-    return k
 
 
 _hopper: dict = {}  # device id -> compute capability 9.0?
