@@ -119,9 +119,7 @@ def merge_elementwise(graph: Graph) -> Graph:
                     continue
                 p = nodes[pi]
                 pm = _members(p, ew)
-                if pm is None or any(tuple(o.aval.shape) != shape for o in p.outputs):
-                    continue
-                if any(u != ci and u < ci for o in p.outputs for u in users.get(o, ())):
+                if pm is None or not _joins(p, ci, users, shape):
                     continue
                 keep = [o for o in p.outputs
                         if o in outs or any(u != ci for u in users.get(o, ()))]
@@ -138,6 +136,13 @@ def merge_elementwise(graph: Graph) -> Graph:
         used.update(n.inputs)
     nodes = [n for n in nodes if n.prim is fusion_p or any(o in used for o in n.outputs)]
     return graph.replace(nodes=nodes)
+
+
+def _joins(p, ci, users, shape) -> bool:
+    """Whether elementwise node `p` may join the node at `ci` whose domain is `shape`:
+    its outputs have that shape and every other use of them comes after `ci`."""
+    return all(tuple(o.aval.shape) == shape for o in p.outputs) and \
+        not any(u != ci and u < ci for o in p.outputs for u in users.get(o, ()))
 
 
 def _uses(nodes):
@@ -234,12 +239,16 @@ def rematerialize(graph: Graph) -> Graph:
     docstring). For each fusion node C in order and each elementwise group P whose values
     of C's domain C reads: the part of P that makes them (at most REMAT_MAX_OPS ops) is
     copied into C when the inputs it needs add no more arrays of C's size than C stops
-    reading (at least one). Copies get fresh vars; C's chain is then CSE'd (two copies of
-    one value are one). Finally every fusion node's outputs that nothing reads are dropped
-    (a group nothing reads any more, whole)."""
+    reading (at least one). Not where P runs anyway (it makes values the graph returns or
+    others read) and can join C (merge_elementwise then makes them one node: an
+    optimizer's new second moment, returned and read by the parameter's update, is one
+    kernel, not two that read the gradient twice). Copies get fresh vars; C's chain is
+    then CSE'd (two copies of one value are one). Finally every fusion node's outputs that
+    nothing reads are dropped (a group nothing reads any more, whole)."""
     ew = elementwise_names()
     nodes = list(graph.nodes)
-    producer, _ = _uses(nodes)
+    producer, users = _uses(nodes)
+    outs = set(graph.outputs)
     changed = False
     for ci, c in enumerate(nodes):
         cm = _members(c, ew, reduction=True)
@@ -251,7 +260,8 @@ def rematerialize(graph: Graph) -> Graph:
             pm = _members(nodes[pi], ew)
             read = [v for v in dict.fromkeys(c.inputs)
                     if producer.get(v) == pi and tuple(v.aval.shape) == domain]
-            if pm is None or not read:
+            if pm is None or not read or _joins(nodes[pi], ci, users, domain) and \
+                    any(o in outs or set(users.get(o, ())) - {ci} for o in nodes[pi].outputs):
                 continue
             part = _slice(pm, read)
             made = {o for n in part for o in n.outputs}

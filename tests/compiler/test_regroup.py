@@ -125,22 +125,42 @@ def test_fold_broadcasts():
     _same(g, g2, x, w)
 
 
+def _adam(p, m, v, g, t):
+    m = 0.9 * m + 0.1 * g
+    v = 0.999 * v + 0.001 * g * g
+    p = p - 1e-3 * (m / (1 - 0.9 ** t)) / (mnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    return p, m, v
+
+
+def _adam_args(seed, shape):
+    """p, m, v (>= 0), g of `shape` and the step count t."""
+    rng = np.random.default_rng(seed)
+    args = [mnp.asarray(rng.standard_normal(shape).astype(np.float32)) for _ in range(4)]
+    args[2] = mnp.abs(args[2])
+    return args + [mnp.asarray(np.float32(3))]
+
+
 def test_merge_reads_scalars_in_place_and_keeps_shapes():
     """An Adam update merges into one node per parameter reading the 0-d values in place
     of their broadcasts, every member keeping its shape; values bitwise as before."""
-    def step(p, m, v, g, t):
-        m = 0.9 * m + 0.1 * g
-        v = 0.999 * v + 0.001 * g * g
-        p = p - 1e-3 * (m / (1 - 0.9 ** t)) / (mnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
-        return p, m, v
-    rng = np.random.default_rng(4)
-    args = [mnp.asarray(rng.standard_normal((4, 5)).astype(np.float32)) for _ in range(4)]
-    args[2] = mnp.abs(args[2])
-    args.append(mnp.asarray(np.float32(3)))
-    g = _planned(step, *args)
+    args = _adam_args(4, (4, 5))
+    g = _planned(_adam, *args)
     g2 = merge_elementwise(g).typecheck()
     assert any(len(n.outputs) == 3 for n in _fusions(g2)), g2
     for n in _fusions(g2):
         for m in n.params["graph"].nodes:
             assert m.outputs[0].aval.shape == (4, 5) or m.outputs[0].aval.ndim == 0
+    _same(g, g2, *args)
+
+
+def test_adam_update_is_one_node_a_parameter():
+    """Adam's new moments are returned and read by the parameter's update: they are not
+    recomputed in the update (they are stored anyway); the moments and the update become
+    one node a parameter, which reads the gradient once. Values bitwise as before."""
+    args = _adam_args(3, (16, 8))
+    g = _planned(_adam, *args)
+    g2 = merge_elementwise(rematerialize(fold_broadcasts(g))).typecheck()
+    big = [n for n in _fusions(g2) if any(o.aval.size == 128 for o in n.outputs)]
+    assert len(big) == 1, [n.params["name"] for n in big]
+    assert len(big[0].outputs) == 3 and _big(big[0], 128) == 4  # reads p, m, v, g once
     _same(g, g2, *args)
