@@ -93,6 +93,10 @@ _declare("cpu_threads", int, 0, "threads for CPU kernels (0: every core this pro
          "run on)")
 _declare("cpu_native_threads", bool, True, "compiled CPU loops run their parts on numba's "
          "TBB threads (off, or without the tbb package: on mirax's pool of Python threads)")
+_declare("cpu_blas_spin", int, 20, "how long OpenBLAS's idle threads spin after a call "
+         "before they sleep, as log2 of CPU cycles (4-30; 20: about 0.4 ms, through "
+         "back-to-back products but not into the loops after them); 0 leaves the library's "
+         "own (2^28 cycles, about 0.1 s); an OPENBLAS_THREAD_TIMEOUT in the environment wins")
 _declare("cpu_gemm", str, "auto", "threads of big matrix products in CPU plans: native "
          "(a grid of blocks on numba's native threads, one single-threaded BLAS call a "
          "block), blas (each product whole, on the BLAS library's own threads, which spin "

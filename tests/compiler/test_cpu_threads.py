@@ -322,6 +322,31 @@ def test_plans_run_blas_on_one_thread_and_restore_the_count(monkeypatch):
         threads.blas.set(before)
 
 
+def test_blas_spin_time_follows_the_knob(knobs, monkeypatch):
+    """A plan's threaded product sets how long OpenBLAS's idle threads spin (knob
+    cpu_blas_spin, log2 of cycles; 0: the library's own), re-set when the knob changes,
+    left alone when the user set OPENBLAS_THREAD_TIMEOUT; the values stay NumPy's."""
+    if threads.blas.timeout() is None:
+        pytest.skip("no OpenBLAS found to drive")
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    knobs(cpu_gemm="blas")
+    a = RNG.standard_normal((256, 256)).astype(np.float32)
+    try:
+        for spin in (12, 20, 0):
+            knobs(cpu_blas_spin=spin)
+            got, = _run(lambda a, b: a @ b, [a, a], 2)
+            np.testing.assert_array_equal(got, np.matmul(a, a))
+            assert threads.blas.timeout() == spin
+            assert "OPENBLAS_THREAD_TIMEOUT" not in os.environ
+        monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "8")   # the user's: it wins
+        knobs(cpu_blas_spin=16)
+        got, = _run(lambda a, b: a @ b, [a, a], 2)
+        np.testing.assert_array_equal(got, np.matmul(a, a))
+        assert threads.blas.timeout() == 0 and os.environ["OPENBLAS_THREAD_TIMEOUT"] == "8"
+    finally:   # (the next threaded product sets the knob's default again)
+        monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+
+
 def test_knob():
     with config.override(cpu_threads=4):
         assert threads.n_threads() == 4

@@ -38,12 +38,18 @@ cut into a grid of blocks on numba's native threads, one single-threaded BLAS ca
 ("native"), or split over this pool ("pool"); "auto", the default, takes "native" on many
 threads and "blas" on few (parallel.NATIVE_GEMM_THREADS says what was measured). Whole,
 BLAS's threads share the packed operands, where each block packs its rows and columns
-again; but OpenBLAS's threads spin after each call (2^28 cycles, about 0.1 s, unless
-OPENBLAS_THREAD_TIMEOUT was set before the library loaded) and take the cores from the
-kernels that follow, and from JAX's or PyTorch's threads in the same process: on the
-16-core Xeon a parallel kernel waits for its slowest part, and a part whose thread lost
-its core waits a time slice. (With OPENBLAS_THREAD_TIMEOUT=4 BLAS's threads sleep at once
-and waking them, one after another, cost more than the products: W1 3.7 -> 9.5 ms.) On a
+again; but OpenBLAS's threads spin after each call (by default 2^28 cycles, about 0.1 s)
+and take the cores from the kernels that follow, and from JAX's or PyTorch's threads in
+the same process: on the 16-core Xeon a parallel kernel waits for its slowest part, and a
+part whose thread lost its core waits a time slice. So mirax shortens the spin to 2^20
+cycles (knob cpu_blas_spin, `Blas.set_spin`): long enough to carry BLAS's threads through
+back-to-back products, short enough to be over before the loops after them. On 2 cores
+(`OPENBLAS_THREAD_TIMEOUT=28|20|16|12 python benchmarks/suite.py --threads 0 --no-torch
+--no-eager --rounds 3`, each in its own process, mirax jit ms): W1 8.8 / 7.4 / 8.4 / 9.4,
+W3 3.9 / 2.2 / 2.7 / 2.7, W5 57 / 51 / 51 / 41, W6 54 / 29 / 33 / 30; the VAE's epoch
+(`benchmarks/training.py`'s) 269 -> 222 ms. (With 2^4 BLAS's threads sleep at once and
+waking them, one after another, cost more than the products: W1 3.7 -> 9.5 ms on 16
+cores.) On a
 machine whose cores are busy with other processes BLAS's threads also wait on each other
 (a 256x512x512 product once measured 74 ms on two busy cores against 0.9 ms on one
 thread): "pool" and "native" are for those.
@@ -301,6 +307,7 @@ class Blas:
     def __init__(self):
         self._set = self._get = self._core = self._lib = None
         self.current = None
+        self.spin = None    # the cpu_blas_spin last applied (None: not yet)
         self.library = None
         self._names = ("", "")   # the library's symbol prefix and suffix
         # NumPy's own first (SciPy may have loaded another OpenBLAS before mirax)
@@ -357,10 +364,39 @@ class Blas:
         """fn(*args) on `n` BLAS threads, the count before given back after."""
         prev = self.current
         self.set(n)
+        if self.spin != config.get("cpu_blas_spin"):
+            self.set_spin(config.get("cpu_blas_spin"))
         try:
             return fn(*args)
         finally:
             self.set(prev)
+
+    def set_spin(self, e: int):
+        """OpenBLAS's idle threads spin 2^e cycles after a call from now on (e = 0: the
+        library's own time), unless the user set OPENBLAS_THREAD_TIMEOUT. The library
+        reads the variable when it loads (before mirax, as a rule): it is set for its
+        re-read (`openblas_read_env`) and taken out again, and the threads are stopped
+        (`blas_thread_shutdown_`), to start with the new time at the next threaded call.
+        Called from the first threaded product of a plan, and on a change of the knob."""
+        first, self.spin = self.spin is None, e
+        read = getattr(self._lib, "openblas_read_env", None)
+        stop = getattr(self._lib, "blas_thread_shutdown_", None)
+        if read is None or stop is None or "OPENBLAS_THREAD_TIMEOUT" in os.environ or \
+                (first and not e):
+            return
+        if e:
+            os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(e)
+        try:
+            read()
+        finally:
+            if e:
+                del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+        stop()
+
+    def timeout(self) -> int | None:
+        """The spin time OpenBLAS read (log2 of cycles; 0: its own), or None."""
+        fn = getattr(self._lib, "openblas_thread_timeout", None)
+        return fn() if fn is not None else None
 
     def enter(self):
         """One BLAS thread from here (but for a plan's big products); returns the
