@@ -308,6 +308,7 @@ class Blas:
         self._set = self._get = self._core = self._lib = None
         self.current = None
         self.spin = None    # the cpu_blas_spin last applied (None: not yet)
+        self._lock = threading.Lock()
         self.library = None
         self._names = ("", "")   # the library's symbol prefix and suffix
         # NumPy's own first (SciPy may have loaded another OpenBLAS before mirax)
@@ -333,6 +334,7 @@ class Blas:
                 break
         if self._set is not None:
             self.current = self._get()
+            self.set_spin(config.get("cpu_blas_spin"))
 
     @property
     def available(self) -> bool:
@@ -364,8 +366,9 @@ class Blas:
         """fn(*args) on `n` BLAS threads, the count before given back after."""
         prev = self.current
         self.set(n)
-        if self.spin != config.get("cpu_blas_spin"):
-            self.set_spin(config.get("cpu_blas_spin"))
+        spin = config.get("cpu_blas_spin")
+        if spin != self.spin:
+            self.set_spin(spin)
         try:
             return fn(*args)
         finally:
@@ -377,7 +380,13 @@ class Blas:
         reads the variable when it loads (before mirax, as a rule): it is set for its
         re-read (`openblas_read_env`) and taken out again, and the threads are stopped
         (`blas_thread_shutdown_`), to start with the new time at the next threaded call.
-        Called from the first threaded product of a plan, and on a change of the knob."""
+        Called when mirax finds the library (at import, before any plan runs a product on
+        its threads) and at the first threaded product after the knob changed."""
+        with self._lock:
+            if e != self.spin:
+                self._set_spin(e)
+
+    def _set_spin(self, e: int):
         first, self.spin = self.spin is None, e
         read = getattr(self._lib, "openblas_read_env", None)
         stop = getattr(self._lib, "blas_thread_shutdown_", None)
