@@ -323,9 +323,10 @@ def test_plans_run_blas_on_one_thread_and_restore_the_count(monkeypatch):
 
 
 def test_blas_spin_time_follows_the_knob(knobs, monkeypatch):
-    """A plan's threaded product sets how long OpenBLAS's idle threads spin (knob
-    cpu_blas_spin, log2 of cycles; 0: the library's own), re-set when the knob changes,
-    left alone when the user set OPENBLAS_THREAD_TIMEOUT; the values stay NumPy's."""
+    """How long OpenBLAS's idle threads spin (knob cpu_blas_spin, log2 of cycles; 0: the
+    library's own; set when mirax loads) is set again by a plan's threaded product after
+    the knob changed, and left alone when the user set OPENBLAS_THREAD_TIMEOUT; the
+    values stay NumPy's."""
     if threads.blas.timeout() is None:
         pytest.skip("no OpenBLAS found to drive")
     monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
