@@ -229,6 +229,18 @@ def environ_set(**variables: str) -> None:
     os.environ.update(variables)
 
 
+@contextlib.contextmanager
+def environ_for(name: str, value: str):
+    """`name` set to `value` in the process environment for the block, then taken out
+    again: for a library that reads its own variable when asked (OpenBLAS's
+    OPENBLAS_THREAD_TIMEOUT, re-read by its openblas_read_env)."""
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
 def environ_get(name: str, default: str | None = None) -> str | None:
     """A variable of the process environment that is not a mirax knob (the MPI launcher's
     rank and size, a CUDA library path). Only here, so that no other module reads

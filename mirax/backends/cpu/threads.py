@@ -390,16 +390,14 @@ class Blas:
         first, self.spin = self.spin is None, e
         read = getattr(self._lib, "openblas_read_env", None)
         stop = getattr(self._lib, "blas_thread_shutdown_", None)
-        if read is None or stop is None or "OPENBLAS_THREAD_TIMEOUT" in os.environ or \
-                (first and not e):
+        if read is None or stop is None or (first and not e) or \
+                config.environ_get("OPENBLAS_THREAD_TIMEOUT") is not None:
             return
         if e:
-            os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(e)
-        try:
+            with config.environ_for("OPENBLAS_THREAD_TIMEOUT", str(e)):
+                read()
+        else:
             read()
-        finally:
-            if e:
-                del os.environ["OPENBLAS_THREAD_TIMEOUT"]
         stop()
 
     def timeout(self) -> int | None:
