@@ -121,8 +121,7 @@ def merge_elementwise(graph: Graph) -> Graph:
                 pm = _members(p, ew)
                 if pm is None or not _joins(p, ci, users, shape):
                     continue
-                keep = [o for o in p.outputs
-                        if o in outs or any(u != ci for u in users.get(o, ()))]
+                keep = [o for o in p.outputs if _kept(o, ci, users, outs)]
                 nodes[ci] = _group(c, pm + cm, keep, c.outputs, scalar_of)
                 del nodes[pi]
                 changed = merged_any = True
@@ -143,6 +142,12 @@ def _joins(p, ci, users, shape) -> bool:
     its outputs have that shape and every other use of them comes after `ci`."""
     return all(tuple(o.aval.shape) == shape for o in p.outputs) and \
         not any(u != ci and u < ci for o in p.outputs for u in users.get(o, ()))
+
+
+def _kept(o, ci, users, outs) -> bool:
+    """Whether value `o` is stored for more than the node at `ci`: the graph returns it,
+    or another node reads it."""
+    return o in outs or any(u != ci for u in users.get(o, ()))
 
 
 def _uses(nodes):
@@ -261,7 +266,7 @@ def rematerialize(graph: Graph) -> Graph:
             read = [v for v in dict.fromkeys(c.inputs)
                     if producer.get(v) == pi and tuple(v.aval.shape) == domain]
             if pm is None or not read or _joins(nodes[pi], ci, users, domain) and \
-                    any(o in outs or set(users.get(o, ())) - {ci} for o in nodes[pi].outputs):
+                    any(_kept(o, ci, users, outs) for o in nodes[pi].outputs):
                 continue
             part = _slice(pm, read)
             made = {o for n in part for o in n.outputs}

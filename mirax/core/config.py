@@ -231,14 +231,18 @@ def environ_set(**variables: str) -> None:
 
 @contextlib.contextmanager
 def environ_for(name: str, value: str):
-    """`name` set to `value` in the process environment for the block, then taken out
-    again: for a library that reads its own variable when asked (OpenBLAS's
+    """`name` set to `value` in the process environment for the block, then as it was
+    before: for a library that reads its own variable when asked (OpenBLAS's
     OPENBLAS_THREAD_TIMEOUT, re-read by its openblas_read_env)."""
+    before = os.environ.get(name)
     os.environ[name] = value
     try:
         yield
     finally:
-        os.environ.pop(name, None)
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def environ_get(name: str, default: str | None = None) -> str | None:
