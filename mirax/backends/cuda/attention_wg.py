@@ -150,25 +150,32 @@ struct Stream {
   }
 };
 
+// acc (N columns) += X B: X this thread's part of the warpgroup's scores s (NK columns),
+// packed into A registers; B the tile of NK rows at descriptor bd, 16 rows a step (two
+// 8-row groups); acc is ready on return. The forward's P V and dq's dS K.
+template <int NK, int N>
+__device__ __forceinline__ void rs_accumulate(float (*acc)[4], float (*s)[4], unsigned bd) {
+  unsigned pa[NK / 2][4];
+#pragma unroll
+  for (int kb = 0; kb < NK / 2; kb++) pack_a(pa[kb], s, kb);
+  keep<N / 8>(acc);
+  wg_fence();
+#pragma unroll
+  for (int kb = 0; kb < NK / 2; kb++) WG<N>::rs(acc, pa[kb], bd + DESC(kb * 16 * 64));
+  wg_commit();
+  wg_wait0();
+  keep<N / 8>(acc);
+  keep_a<NK / 2>(pa);
+}
+
 // The forward's work on one K/V tile once its scores s are ready (log2 units once times c,
-// as scores_log2 leaves them): the online softmax, P into A registers, O += P V from the V
-// tile's descriptor vs.
+// as scores_log2 leaves them): the online softmax, then O += P V from the V tile's
+// descriptor vs.
 template <int NJ, int NO>
 __device__ __forceinline__ void fwd_tile(float (*s)[4], float c, float* mr, float* lr,
                                          float (*acc)[4], unsigned vs) {
   softmax_step<NJ, NO>(s, c, mr, lr, acc);
-  unsigned pa[NJ / 2][4];
-#pragma unroll
-  for (int kb = 0; kb < NJ / 2; kb++) pack_a(pa[kb], s, kb);
-  keep<NO>(acc);
-  wg_fence();
-#pragma unroll
-  for (int kb = 0; kb < NJ / 2; kb++)  // O += P V: 16 keys (two 8-row groups) a step
-    WG<DV>::rs(acc, pa[kb], vs + DESC(kb * 16 * 64));
-  wg_commit();
-  wg_wait0();
-  keep<NO>(acc);
-  keep_a<NJ / 2>(pa);
+  rs_accumulate<NJ, DV>(acc, s, vs);
 }
 
 // Forward (the output and the row logsumexp) of the BMW = 64 NWG query rows of block
@@ -285,25 +292,14 @@ __device__ __forceinline__ void wg_two_products(float (*x)[4], float (*y)[4], un
 }
 
 // dq's work on one K/V tile once its scores s and dP dp are ready (s in log2 units once
-// times c, as scores_log2 leaves it): dS, into A registers, dQ += dS K from the MN-major
-// K tile's descriptor kd.
+// times c, as scores_log2 leaves it): dS, then dQ += dS K from the MN-major K tile's
+// descriptor kd.
 template <int NJ>
 __device__ __forceinline__ void dq_tile(float (*s)[4], float (*dp)[4], float c,
                                         const float* l2, const float* dl, float (*acc)[4],
                                         unsigned kd) {
   dq_ds<NJ>(s, dp, c, l2, dl);
-  unsigned pa[NJ / 2][4];
-#pragma unroll
-  for (int kb = 0; kb < NJ / 2; kb++) pack_a(pa[kb], s, kb);
-  keep<D / 8>(acc);
-  wg_fence();
-#pragma unroll
-  for (int kb = 0; kb < NJ / 2; kb++)  // dQ += dS K: 16 keys a step
-    WG<D>::rs(acc, pa[kb], kd + DESC(kb * 16 * 64));
-  wg_commit();
-  wg_wait0();
-  keep<D / 8>(acc);
-  keep_a<NJ / 2>(pa);
+  rs_accumulate<NJ, D>(acc, s, kd);
 }
 
 // dk/dv's work on one Q/dO tile once S^T st and dP^T dpt are ready (st as scores_t_log2
