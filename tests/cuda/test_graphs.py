@@ -122,7 +122,7 @@ def test_not_captured_when_a_host_sync_is_inside(knobs, monkeypatch):
         want = (v * 2 if v.sum() > 0 else -v) + 1
         np.testing.assert_allclose(got, want)
     assert plan.state == "off"
-    assert plan.cuda_graph is None
+    assert not plan.captured
 
 
 def test_not_captured_with_a_host_fallback(knobs, monkeypatch):
@@ -145,7 +145,7 @@ def test_knob_off_never_captures(knobs, monkeypatch):
     captured = graphs.stats["captured"]
     for _ in range(4):
         plan(*bufs)
-    assert graphs.stats["captured"] == captured and plan.cuda_graph is None
+    assert graphs.stats["captured"] == captured and not plan.captured
 
 
 def test_auto_mode_captures_a_launch_bound_plan(knobs, monkeypatch):
@@ -169,7 +169,7 @@ def test_auto_mode_leaves_a_plan_of_big_arrays_plain(knobs, monkeypatch):
     plan, bufs = _plan(lambda x: mx.nn.softmax(x, axis=-1), x)
     for _ in range(5):
         plan(*bufs)
-    assert plan.state == "off" and plan.cuda_graph is None, plan.measured
+    assert plan.state == "off" and not plan.captured, plan.measured
 
 
 def test_auto_mode_drops_a_graph_that_replays_slower(knobs, monkeypatch):
@@ -189,7 +189,7 @@ def test_auto_mode_drops_a_graph_that_replays_slower(knobs, monkeypatch):
         assert bool(cp.array_equal(plan(*bufs)[0], want))
     assert graphs.stats["captured"] == captured + 1, graphs.failures
     assert graphs.stats["dropped"] == dropped + 1, (plan.measured, plan.replayed)
-    assert plan.state == "off" and plan.cuda_graph is None
+    assert plan.state == "off" and not plan.captured
 
 
 def test_jit_and_grad_compose_with_graphs(knobs, monkeypatch):
@@ -269,3 +269,44 @@ def test_copies_kernel(sizes):
     graphs.Copies([s.nbytes for s in srcs])(srcs, dsts)
     for s, d in zip(srcs, dsts):
         np.testing.assert_array_equal(cp.asnumpy(d), cp.asnumpy(s))
+
+
+def test_graphs_read_inputs_where_they_are(knobs, monkeypatch):
+    """A step whose outputs are its next inputs: its big state (IN_PLACE bytes or more)
+    comes back at two sets of addresses, so graphs read it in place (no graph copies
+    every input in), the small input copied in; inputs at more than ADDRESSED sets of
+    addresses, all alive, get one more graph whose inputs are all copied in; values are
+    the plain plan's on every call, earlier outputs are never overwritten, and a buffer
+    given again (written in place) is read anew."""
+    knobs(cuda_graphs="1")
+    f = lambda p, m, x: (p - 0.1 * (0.9 * m + x), 0.9 * m + x)  # noqa: E731
+    rng = np.random.default_rng(5)
+    p0, m0 = (rng.standard_normal((256, 128)).astype(np.float32) for _ in range(2))
+    x0 = rng.standard_normal(128).astype(np.float32)
+    assert p0.nbytes >= graphs.IN_PLACE > x0.nbytes
+    plan, _ = _plan(f, _cuda(p0), _cuda(m0), _cuda(x0))
+    plain, _ = _plan(f, _cuda(p0), _cuda(m0), _cuda(x0))
+    plain.state = "off"
+    x = cp.asarray(x0)
+    p, m, want = cp.asarray(p0), cp.asarray(m0), []
+    for _ in range(8):
+        p, m = plain(p, m, x)
+        want.append(_np([p, m]))
+    p, m = cp.asarray(p0), cp.asarray(m0)
+    for w in want:
+        p, m = plan(p, m, x)
+        for a, b in zip(_np([p, m]), w):
+            np.testing.assert_array_equal(a, b)
+    assert plan.state == "graph", graphs.failures
+    assert None not in plan.captured and len(plan.captured) <= 3, list(plan.captured)
+    alive = [[cp.asarray(rng.standard_normal(s).astype(np.float32))
+              for s in ((256, 128), (256, 128), (128,))] for _ in range(graphs.ADDRESSED + 2)]
+    kept = []
+    for bufs in alive + alive[:2]:
+        kept.append((plan(*bufs), _np(plain(*bufs))))
+        bufs[0] += 1.0   # the same addresses, other values: read anew next time
+    for got, w in kept:   # (all kept alive: none was overwritten by a later replay)
+        for a, b in zip(_np(got), w):
+            np.testing.assert_array_equal(a, b)
+    assert None in plan.captured
+    assert len(plan.captured) == graphs.ADDRESSED + 1

@@ -5,32 +5,45 @@ for its first calls (kernels compile, nested plans lower, CuPy's and cuBLAS's la
 happen). Then, when the plan is worth it (`MIRAX_CUDA_GRAPHS`: 1 always, 0 never, unset:
 when measured calls show that a replay, copies included, beats a plain call), it is
 captured on a side stream into buffers of a private CuPy memory pool, and every later call
-is: one kernel copying the inputs into the static input buffers, the graph's launch, and
-one kernel copying the static outputs into fresh buffers from CuPy's pool (so no caller
-ever holds a buffer that the next replay overwrites). In auto mode the first replays are
-a trial: each part timed (the host's call; the graph and the copies with CUDA events), and
-the graph is kept only when a call at the replay's pace, max(host, graph + copies), beats
-the plain one's, max(host, GPU), by KEEP; else it is dropped and the plan runs plain for
-good. (A plan of one attention kernel on [8,1024,16,64] bf16 took 0.081 ms a call plain
-and 0.120 replayed: its 0.083 ms of GPU work was as long as its host time, and the copies
-of q, k, v and o added 0.037.)
+is the graph's launch and one kernel copying its static outputs into fresh buffers (so no
+caller ever holds a buffer that the next replay overwrites). A graph reads its big inputs
+(IN_PLACE bytes and more) where the caller's buffers are: it is captured for those
+addresses and replayed when a call's big inputs are at them again; small inputs are copied
+into static buffers first (one small kernel). A training loop's state comes back at two
+sets of addresses, taking turns: a step's big outputs come from the plan's own pool, each
+in a block of a size of its own, so each takes the block that the same output of the last
+call but one freed (CuPy's pool hands out blocks of one size in no fixed order: parameters
+and moments of one shape swapped addresses from step to step). So a plan keeps up to
+ADDRESSED such graphs; a call at other addresses, or with strided inputs, replays one more
+graph whose inputs are all copied in. (The copies in took 36 us of the 0.214 ms of GPU
+time of the MLP Adam step at batch 64 on an H200, its parameters and moments, 70 MB; read
+in place, the step's kernels take 0.178 ms.) The graphs of a plan share its pool: they run
+one after another on the stream, each one's outputs copied out before the next starts. In
+auto mode the first replays are a trial: each part timed (the host's call; the graph and
+the copies with CUDA events), and the graph is kept only when a call at the replay's pace,
+max(host, graph + copies), beats the plain one's, max(host, GPU), by KEEP; else it is
+dropped and the plan runs plain for good. (A plan of one attention kernel on
+[8,1024,16,64] bf16 took 0.081 ms a call plain and 0.120 replayed, when replays still
+copied their inputs in: its 0.083 ms of GPU work was as long as its host time, and the
+copies of q, k, v and o added 0.037.)
 
 The knob is read on a plan's calls until it is captured or ruled out: MIRAX_CUDA_GRAPHS=0
 at a plan's first call keeps it plain for good. Measured on an H200 (benchmarks/gpu.py):
-the MLP Adam step at batch 64 takes 0.29 ms captured (auto picks it) against 2.12 ms plain
-(torch eager 1.40 ms, torch with the step in a CUDA graph 0.39 ms); at batch 8192 the step
-is GPU-bound, 5.76 ms either way, and auto leaves it plain. A plan calling cuBLAS through
-CuPy (which refuses during a capture) is ruled out at its first capture; dot_general (every
-float and complex dtype and precision, 3xTF32's split kernel included) and attention's cuBLAS
-path call cuBLAS through library.py's own ctypes handle and workspace, which a capture takes.
-What still goes through CuPy: integer products (cp.matmul) and cupy.linalg (cuSOLVER, whose
-info checks also sync with the host).
+the MLP Adam step at batch 64 takes 0.196 ms captured (auto picks it) against 1.26 ms
+plain (torch eager 1.46 ms, torch with the step in a CUDA graph 0.39 ms); at batch 8192
+the step is GPU-bound: 1.21 ms (auto), 1.20 with graphs forced on, 1.27 off. A plan
+calling cuBLAS through CuPy (which refuses during a capture) is ruled out at its first
+capture; dot_general (every float and complex dtype and precision, 3xTF32's split kernel
+included) and attention's cuBLAS path call cuBLAS through library.py's own ctypes handle
+and workspace, which a capture takes. What still goes through CuPy: integer products
+(cp.matmul) and cupy.linalg (cuSOLVER, whose info checks also sync with the host).
 
 Invariant: a capture never sees host work. Plans that ran a host fallback (the backend's
 `host_calls` moved during a call) or whose capture failed (a host sync inside, such as
 cond's branch index) are never captured again and run as plain plans. The private pool
 lives as long as the graph: its blocks are the addresses baked into the graph, and no
-other allocation can be handed them.
+other allocation can be handed them. The callers' addresses baked into a graph are read
+only by a replay whose inputs are at them (its key), so they hold that call's values.
 """
 from __future__ import annotations
 
@@ -57,6 +70,8 @@ LAUNCH_BOUND = 0.5  # auto captures when host time > this x the call's GPU time,
 COPIES = 0.5    # the copies a replay adds take < this x the host time it saves
 COPY_BW = 3.5e12  # bytes/s (read + write) of the copy-in / copy-out kernels, H200
 KEEP = 0.9      # auto keeps a captured graph whose replays take < this x a plain call
+ADDRESSED = 4   # graphs a plan captures at its callers' input addresses (then: copies in)
+IN_PLACE = 1 << 16  # bytes: inputs this big are read in place, smaller ones copied in
 stats = {"captured": 0, "replays": 0, "refused": 0, "dropped": 0}
 failures: list = []  # why captures failed (a host sync inside, ...), newest last
 
@@ -74,7 +89,10 @@ class Replay:
         self.be, self.plan, self.in_dtypes, self.name = be, plan, in_dtypes, name
         self.calls = 0
         self.state = "warm"  # -> "measured" (auto) -> "trial" (auto) -> "graph" | "off"
-        self.cuda_graph = None  # (`graph`, set by runtime.lower, is the IR Graph)
+        # input addresses (None: static inputs, copied in) -> _Captured
+        self.captured: dict = {}
+        self.pool = None        # the memory pool of the captured graphs' buffers
+        self.out_pool = None    # ... and of the big outputs handed out (`_fresh`)
         self.measured = None    # auto mode: (host s, GPU s, copies s) of the fastest call
         self.replayed = None    # ... and (host s, graph s, copies s) of the fastest trial
         # held by a call while it warms, measures, captures or replays (the static buffers
@@ -132,9 +150,9 @@ class Replay:
         """A plain call timed on the host and on the GPU (CUDA events: elapsed time, which
         for a launch-bound plan is the host's pace). After MEASURED calls (the fastest of
         each counts) the plan is captured when a replay pays: the host is busy most of the
-        call (launch-bound), and the copies a replay adds (inputs in, outputs out) cost
+        call (launch-bound), and the copies a replay adds (its outputs out) cost
         well under the host time it saves. A plan of a few kernels over big arrays
-        (softmax on 512 MiB: 0.03 ms of host, 0.6 ms of copies) stays plain."""
+        (softmax on 512 MiB: 0.03 ms of host, 0.3 ms to copy its output) stays plain."""
         stream = cp.cuda.get_current_stream()
         stream.synchronize()
         start, end = cp.cuda.Event(), cp.cuda.Event()
@@ -145,7 +163,7 @@ class Replay:
         end.record()
         end.synchronize()
         gpu = cp.cuda.get_elapsed_time(start, end) / 1e3
-        copies = 2 * sum(b.nbytes for b in (*bufs, *out)) / COPY_BW
+        copies = 2 * sum(b.nbytes for b in out) / COPY_BW
         self.measured = host, gpu, copies = _fastest((host, gpu, copies), self.measured)
         if self.state != "off" and self.calls == WARMUP + MEASURED:
             pays = host > LAUNCH_BOUND * gpu and copies < COPIES * host
@@ -160,44 +178,76 @@ class Replay:
 
     # --- capture and replay ----------------------------------------------------------------
     def _capture(self, bufs):
+        """The first capture, then a trial (auto mode) or replays."""
+        if self._captured(bufs) is None:
+            return self._plain(bufs)
+        if self.measured is None:   # captured because the knob says always
+            self.state = "graph"
+            return self._replay(bufs)
+        self.state, self.calls = "trial", 0
+        return self._trial(bufs)
+
+    def _captured(self, bufs):
+        """The graph for these inputs: the one captured where their big buffers are, else
+        a new one there (up to ADDRESSED; contiguous buffers), else the one whose inputs
+        are all copied in; None (and the plan plain for good) where a capture fails."""
+        key = tuple(b.data.ptr for b in bufs if b.nbytes >= IN_PLACE) \
+            if all(b.flags.c_contiguous for b in bufs) else None
+        hit = self.captured.get(key)
+        if hit is None and key is not None and \
+                len(self.captured) - (None in self.captured) >= ADDRESSED:
+            key, hit = None, self.captured.get(None)
+        if hit is None:
+            hit = self._record(bufs, key)
+        return hit
+
+    def _record(self, bufs, key):
+        """Capture the plan on a side stream: reading the big `bufs` where they are (`key`:
+        their addresses) and the others from static buffers that a copy kernel fills, or
+        (key None) every input from static buffers."""
         cur = cp.cuda.get_current_stream()
         side = cp.cuda.Stream(non_blocking=True)
-        pool = cp.cuda.MemoryPool()
         side.wait_event(cur.record())
+        if self.stream is not None:   # (another thread's last replay)
+            side.wait_event(self.stream.record())
+        self.pool = self.pool or cp.cuda.MemoryPool()
+        copied = [i for i, b in enumerate(bufs) if key is None or b.nbytes < IN_PLACE]
         before = self.be.host_calls
         try:
-            with cp.cuda.using_allocator(pool.malloc), side:
-                static_in = [cp.empty(b.shape, b.dtype) for b in bufs]
-                copy_in = Copies([b.nbytes for b in bufs])
-                copy_in(bufs, static_in)
-                # a plain run on the side stream with the static buffers first: kernels for
-                # this layout compile and the pool caches the blocks the capture will take
-                self._plain(static_in)
+            with cp.cuda.using_allocator(self.pool.malloc), side:
+                ins = list(bufs)
+                static_in = [cp.empty(bufs[i].shape, bufs[i].dtype) for i in copied]
+                copy_in = Copies([bufs[i].nbytes for i in copied])
+                copy_in([bufs[i] for i in copied], static_in)
+                for i, b in zip(copied, static_in):
+                    ins[i] = b
+                # a plain run on the side stream first: kernels for this layout compile and
+                # the pool caches the blocks the capture will take
+                self._plain(ins)
                 side.begin_capture()
                 flags.capturing = True
                 try:
-                    outs = [_aligned(o) for o in self._plain(static_in)]
+                    outs = [_aligned(o) for o in self._plain(ins)]
                 finally:
                     flags.capturing = False
                     graph = side.end_capture()
         except Exception as e:  # noqa: BLE001 - a host sync or an unsupported call inside
             cur.wait_event(side.record())
             self._refuse(f"capture failed: {type(e).__name__}: {str(e)[:200]}")
-            return self._plain(bufs)
+            return None
         cur.wait_event(side.record())
+        self.stream = cur
         if self.be.host_calls != before:
             self._refuse("a host fallback ran during capture")
-            return self._plain(bufs)
-        self.cuda_graph, self.pool = graph, pool
-        self.static_in, self.static_out = static_in, outs
-        self.copy_in = copy_in
-        self.copy_out = Copies([o.nbytes for o in outs])
+            return None
+        copy_out = Copies([o.nbytes for o in outs])
+        # an input read in place and passed out is read from the call's own buffer
+        at = {(b.data.ptr, b.shape, b.dtype): i for i, b in enumerate(ins) if b is bufs[i]}
+        outs = [at.get((o.data.ptr, o.shape, o.dtype), o) for o in outs]
+        hit = self.captured[key] = _Captured(graph, copied, static_in, copy_in, outs,
+                                             copy_out)
         stats["captured"] += 1
-        if self.measured is None:   # captured because the knob says always
-            self.state = "graph"
-            return self._replay(bufs)
-        self.state, self.calls = "trial", 0
-        return self._trial(bufs)
+        return hit
 
     def _trial(self, bufs):
         """A replay timed part by part (auto mode). After MEASURED of them (the fastest of
@@ -205,9 +255,12 @@ class Replay:
         stream = cp.cuda.get_current_stream()
         stream.synchronize()
         events = [cp.cuda.Event() for _ in range(4)]
+        graphs = len(self.captured)
         t0 = time.perf_counter()
         outs = self._replay(bufs, events)
         host = time.perf_counter() - t0
+        if len(self.captured) != graphs:   # a capture ran (new addresses): not the pace
+            return outs
         events[3].synchronize()
         gpu = cp.cuda.get_elapsed_time(events[1], events[2]) / 1e3
         copies = (cp.cuda.get_elapsed_time(events[0], events[1])
@@ -222,28 +275,58 @@ class Replay:
                 self.state = "graph"
             else:   # the copies cost what the host saves: plain from now on
                 self.state = "off"
-                self.cuda_graph = self.pool = self.static_in = self.static_out = None
+                self.captured, self.pool, self.out_pool = {}, None, None
                 stats["dropped"] += 1
         return outs
 
     def _replay(self, bufs, events=None):
-        """Copies in, the graph, copies out; `events` (4 CUDA events, optional) are recorded
-        around the three."""
+        """(Copies in,) the graph, copies out; `events` (4 CUDA events, optional) are
+        recorded around the three."""
+        hit = self._captured(bufs)
+        if hit is None:
+            self.captured, self.pool, self.out_pool = {}, None, None
+            return self._plain(bufs)
         cur = cp.cuda.get_current_stream()
         if self.stream is not None and self.stream.ptr != cur.ptr:
             # the last replay (another thread's stream) must be done with the static buffers
             cur.wait_event(self.stream.record())
         self.stream = cur
         _mark(events, 0)
-        self.copy_in(bufs, self.static_in)
+        hit.copy_in([bufs[i] for i in hit.copied], hit.static_in)
         _mark(events, 1)
-        self.cuda_graph.launch()
+        hit.graph.launch()
         _mark(events, 2)
-        outs = [cp.empty(o.shape, o.dtype) for o in self.static_out]
-        self.copy_out(self.static_out, outs)
+        srcs = [bufs[o] if type(o) is int else o for o in hit.outs]
+        outs = self._fresh(srcs)
+        hit.copy_out(srcs, outs)
         _mark(events, 3)
         stats["replays"] += 1
         return outs
+
+    def _fresh(self, like):
+        """Buffers for a replay's outputs. The big ones come from the plan's own pool, each
+        output's block a size of its own (512 bytes more an output: CuPy's pool bins blocks
+        by size), so that the block an output freed comes back to that output: a loop
+        feeding a call's outputs to its next call but one gives the same addresses."""
+        outs = []
+        for i, o in enumerate(like):
+            if o.nbytes < IN_PLACE:
+                outs.append(cp.empty(o.shape, o.dtype))
+                continue
+            self.out_pool = self.out_pool or cp.cuda.MemoryPool()
+            outs.append(cp.ndarray(o.shape, o.dtype, self.out_pool.malloc(o.nbytes + 512 * i)))
+        return outs
+
+
+class _Captured:
+    """A captured graph: the inputs it reads from static buffers (`copied`: their
+    indices, copied in by `copy_in`; the others it reads where the caller's buffers are),
+    its outputs (static buffers, or the index of an input passed out) and their copy
+    kernel."""
+
+    def __init__(self, graph, copied, static_in, copy_in, outs, copy_out):
+        self.graph, self.outs, self.copy_out = graph, outs, copy_out
+        self.copied, self.static_in, self.copy_in = copied, static_in, copy_in
 
 
 def _fastest(times, best):
