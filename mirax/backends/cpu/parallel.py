@@ -43,7 +43,8 @@ MIN_ROWS = 32        # a product is split into parts of at least this many rows 
 # compiled call, each block one call of the BLAS library's gemm (no GIL, no pool).
 NATIVE_GEMM_FLOPS = 1 << 21
 # From NATIVE_GEMM_THREADS threads on, a product under NATIVE_GEMM_MANY_FLOPS runs whole
-# on one thread instead. On the 16-core Xeon, each product alone with BLAS at one thread
+# instead, on BLAS's own threads, one a SMALL_GEMM_FLOPS (one thread below that). On the
+# 16-core Xeon, each product alone with BLAS at one thread
 # a block (one-off scripts, ms, one thread / the best grid of 2 to 16 blocks): 64 x 256 x
 # 384 (W3's, 12.6 MFLOP) 0.142 / 0.19; 128 x 256 x 256 (17 MFLOP) 0.122 / 0.087; 64 x 512
 # x 512 (34 MFLOP) 0.26 / 0.34; 128 x 784 x 512 (103 MFLOP) 0.83 / 1.01; 256 x 512 x 512
@@ -57,6 +58,13 @@ NATIVE_GEMM_FLOPS = 1 << 21
 # of 134 MFLOP (the 34-103 MFLOP products whole) tied in the VAE's epoch (84-94 ms either
 # way, `python benchmarks/training.py --threads 0 --only vae`).
 NATIVE_GEMM_MANY_FLOPS = 1 << 25
+# Those products ran on one thread while OpenBLAS's threads spun 0.1 s after each call;
+# with the spin shortened (threads.Blas.set_spin) its threads pay for them: on the 16-core
+# Xeon W3 (64 x 256 x 384 products, 6 threads each) took 1.52-1.71 ms against 2.78-3.02
+# on one thread and 9.3 / 3.2 at 1 MFLOP a thread (12 threads; `python
+# benchmarks/suite.py --threads 0 --no-torch --no-eager --only W1,W3,W7`, two rounds of
+# each setting in its own process; W1 and W7 within their noise).
+SMALL_GEMM_FLOPS = 1 << 21
 # cpu_gemm "auto": the native grid from this many threads, BLAS's own threads below.
 # Measured (each mode in its own process, `MIRAX_CPU_GEMM=... python benchmarks/suite.py
 # --threads 0 --no-eager --no-torch`, ms): on 2 cores BLAS's threads are faster (W1 9.8
@@ -197,20 +205,23 @@ def matmul(x, y):
     threads, as many as it has GEMM_FLOPS_PER_THREAD ("blas", and "native" where there
     are no native threads); or the output's rows or columns split over the pool, one
     single-threaded BLAS call a part ("pool"). "auto" (the default) is "native" from
-    NATIVE_GEMM_THREADS threads, "blas" below. Products too small for BLAS's threads take
-    the native grid in every mode; products too small for two blocks run on the calling
-    thread. Each output element is the same BLAS dot product as in the whole call on one
-    thread (OpenBLAS blocks K alike for every M and N), but for blocks so small that
-    OpenBLAS takes its small-matrix kernels, which round differently. Every part packs its
-    own rows of x and columns of y: the operand a split shares is copied into each part's
-    packed buffers."""
+    NATIVE_GEMM_THREADS threads, "blas" below; there a product under
+    NATIVE_GEMM_MANY_FLOPS runs whole on BLAS's threads, one a SMALL_GEMM_FLOPS. Products
+    too small for BLAS's threads take the native grid in every mode; products too small
+    for two blocks run on the calling thread. Each output element is the same BLAS dot
+    product as in the whole call on one thread (OpenBLAS blocks K alike for every M and N),
+    but for blocks so small that OpenBLAS takes its small-matrix kernels, which round
+    differently. Every part packs its own rows of x and columns of y: the operand a split
+    shares is copied into each part's packed buffers."""
     m, k = x.shape
     n = y.shape[1]
-    threads = n_threads()
-    t = min(threads, (2 * m * k * n) // GEMM_FLOPS_PER_THREAD)
+    threads, flops = n_threads(), 2 * m * k * n
+    t = min(threads, flops // GEMM_FLOPS_PER_THREAD)
     gemm = config.get("cpu_gemm")
     if gemm == "auto":
         gemm = "native" if threads >= NATIVE_GEMM_THREADS else "blas"
+    if gemm == "native" and threads >= NATIVE_GEMM_THREADS and flops < NATIVE_GEMM_MANY_FLOPS:
+        t = min(threads, flops // SMALL_GEMM_FLOPS)   # (no grid: whole, on BLAS's threads)
     if t > 1 and gemm == "pool":
         return _pool_matmul(x, y, t)
     if gemm == "native" or t <= 1:
