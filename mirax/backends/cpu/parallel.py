@@ -44,26 +44,26 @@ MIN_ROWS = 32        # a product is split into parts of at least this many rows 
 NATIVE_GEMM_FLOPS = 1 << 21
 # From NATIVE_GEMM_THREADS threads on, a product under NATIVE_GEMM_MANY_FLOPS runs whole
 # instead, on BLAS's own threads, one a SMALL_GEMM_FLOPS (one thread below that). On the
-# 16-core Xeon, each product alone with BLAS at one thread
-# a block (one-off scripts, ms, one thread / the best grid of 2 to 16 blocks): 64 x 256 x
-# 384 (W3's, 12.6 MFLOP) 0.142 / 0.19; 128 x 256 x 256 (17 MFLOP) 0.122 / 0.087; 64 x 512
-# x 512 (34 MFLOP) 0.26 / 0.34; 128 x 784 x 512 (103 MFLOP) 0.83 / 1.01; 256 x 512 x 512
-# (134 MFLOP) 1.32 / 0.27; 128 x 784 x 1024 2.24 / 0.42 (OpenBLAS's own 16 threads: 0.05-
-# 0.06 for W3's, but they spin after each call). Every block's BLAS call takes the
-# library's buffer lock (blas_memory_alloc), on which short concurrent calls queue: two
-# threads running 64 x 256 x 96 products were no faster than one there (2-core machines
-# gain 1.5-2x). In the suite, each setting in its own process (`python benchmarks/suite.py
-# --threads 0 --no-torch --no-eager --only W7`, two rounds), W7's 33.5 MFLOP products
-# made jacfwd 0.38-0.40 ms in blocks and 0.40-0.46 whole, so they keep the blocks; a bound
-# of 134 MFLOP (the 34-103 MFLOP products whole) tied in the VAE's epoch (84-94 ms either
-# way, `python benchmarks/training.py --threads 0 --only vae`).
+# 16-core Xeon, each product alone with BLAS at one thread a block (one-off scripts, ms,
+# one thread / the best grid of 2 to 16 blocks): 64 x 256 x 384 (W3's, 12.6 MFLOP) 0.142 /
+# 0.19; 128 x 256 x 256 (17 MFLOP) 0.122 / 0.087; 64 x 512 x 512 (34 MFLOP) 0.26 / 0.34;
+# 128 x 784 x 512 (103 MFLOP) 0.83 / 1.01; 256 x 512 x 512 (134 MFLOP) 1.32 / 0.27; 128 x
+# 784 x 1024 2.24 / 0.42 (OpenBLAS's own 16 threads: 0.05-0.06 for W3's, but they spin
+# after each call). Every block's BLAS call takes the library's buffer lock
+# (blas_memory_alloc), on which short concurrent calls queue: two threads running 64 x 256
+# x 96 products were no faster than one there (2-core machines gain 1.5-2x). In the suite,
+# each setting in its own process (`python benchmarks/suite.py --threads 0 --no-torch
+# --no-eager --only W7`, two rounds), W7's 33.5 MFLOP products made jacfwd 0.38-0.40 ms in
+# blocks and 0.40-0.46 whole, so they keep the blocks; a bound of 134 MFLOP (the 34-103
+# MFLOP products whole) tied in the VAE's epoch (84-94 ms either way, `python
+# benchmarks/training.py --threads 0 --only vae`).
 NATIVE_GEMM_MANY_FLOPS = 1 << 25
 # Those products ran on one thread while OpenBLAS's threads spun 0.1 s after each call;
 # with the spin shortened (threads.Blas.set_spin) its threads pay for them: on the 16-core
-# Xeon W3 (64 x 256 x 384 products, 6 threads each) took 1.52-1.71 ms against 2.78-3.02
-# on one thread and 9.3 / 3.2 at 1 MFLOP a thread (12 threads; `python
-# benchmarks/suite.py --threads 0 --no-torch --no-eager --only W1,W3,W7`, two rounds of
-# each setting in its own process; W1 and W7 within their noise).
+# Xeon W3 (64 x 256 x 384 products, 6 threads each) took 1.52-1.82 ms against 2.02-3.02
+# on one thread, and 9.3 / 3.2 at 1 MFLOP a thread (12 threads; `python
+# benchmarks/suite.py --threads 0 --no-torch --no-eager --only W1,W3,W5,W7`, two A/Bs of
+# two rounds, each setting in its own process; W1, W5 and W7 within their noise).
 SMALL_GEMM_FLOPS = 1 << 21
 # cpu_gemm "auto": the native grid from this many threads, BLAS's own threads below.
 # Measured (each mode in its own process, `MIRAX_CPU_GEMM=... python benchmarks/suite.py
