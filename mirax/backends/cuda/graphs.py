@@ -18,14 +18,15 @@ ADDRESSED such graphs; a call at other addresses, or with strided inputs, replay
 graph whose inputs are all copied in. (The copies in took 36 us of the 0.214 ms of GPU
 time of the MLP Adam step at batch 64 on an H200, its parameters and moments, 70 MB; read
 in place, the step's kernels take 0.178 ms.) The graphs of a plan share its pool: they run
-one after another on the stream, each one's outputs copied out before the next starts. In
-auto mode the first replays are a trial: each part timed (the host's call; the graph and
-the copies with CUDA events), and the graph is kept only when a call at the replay's pace,
-max(host, graph + copies), beats the plain one's, max(host, GPU), by KEEP; else it is
-dropped and the plan runs plain for good. (A plan of one attention kernel on
-[8,1024,16,64] bf16 took 0.081 ms a call plain and 0.120 replayed, when replays still
-copied their inputs in: its 0.083 ms of GPU work was as long as its host time, and the
-copies of q, k, v and o added 0.037.)
+one after another on the stream, each one's outputs copied out before the next starts, so
+they share its blocks too: a captured graph's static buffers go back to the pool, for the
+next capture to take. In auto mode the first replays are a trial: each part timed (the
+host's call; the graph and the copies with CUDA events), and the graph is kept only when a
+call at the replay's pace, max(host, graph + copies), beats the plain one's, max(host,
+GPU), by KEEP; else it is dropped and the plan runs plain for good. (A plan of one
+attention kernel on [8,1024,16,64] bf16 took 0.081 ms a call plain and 0.120 replayed,
+when replays still copied their inputs in: its 0.083 ms of GPU work was as long as its
+host time, and the copies of q, k, v and o added 0.037.)
 
 The knob is read on a plan's calls until it is captured or ruled out: MIRAX_CUDA_GRAPHS=0
 at a plan's first call keeps it plain for good. Measured on an H200 (benchmarks/gpu.py):
@@ -99,6 +100,7 @@ class Replay:
         # and the state are this plan's own): calls from other threads wait their turn
         self.lock = threading.Lock()
         self.stream = None      # the stream of the last replay
+        self.side = None        # the stream captures run on (the pool's blocks are per stream)
         self.profiled = None    # callable(bufs): the traced run (set by runtime.lower)
 
     def __call__(self, *bufs):
@@ -206,7 +208,7 @@ class Replay:
         their addresses) and the others from static buffers that a copy kernel fills, or
         (key None) every input from static buffers."""
         cur = cp.cuda.get_current_stream()
-        side = cp.cuda.Stream(non_blocking=True)
+        side = self.side = self.side or cp.cuda.Stream(non_blocking=True)
         side.wait_event(cur.record())
         if self.stream is not None:   # (another thread's last replay)
             side.wait_event(self.stream.record())
@@ -244,6 +246,11 @@ class Replay:
         # an input read in place and passed out is read from the call's own buffer
         at = {(b.data.ptr, b.shape, b.dtype): i for i, b in enumerate(ins) if b is bufs[i]}
         outs = [at.get((o.data.ptr, o.shape, o.dtype), o) for o in outs]
+        # the static buffers go back to the pool (their addresses stay in the graph): it
+        # hands them only to this plan's later captures, whose graphs run one at a time and
+        # use them only while they run, so the plan's graphs take about one graph's memory
+        static_in = [_unowned(b, self.pool) for b in static_in]
+        outs = [o if type(o) is int else _unowned(o, self.pool) for o in outs]
         hit = self.captured[key] = _Captured(graph, copied, static_in, copy_in, outs,
                                              copy_out)
         stats["captured"] += 1
@@ -337,6 +344,12 @@ def _fastest(times, best):
 def _mark(events, i):
     if events:
         events[i].record()
+
+
+def _unowned(a, owner):
+    """An array over `a`'s buffer that does not hold it (`owner` is kept alive)."""
+    mem = cp.cuda.UnownedMemory(a.data.ptr, a.nbytes, owner, a.device.id)
+    return cp.ndarray(a.shape, a.dtype, cp.cuda.MemoryPointer(mem, 0))
 
 
 def _aligned(o):
