@@ -10,7 +10,7 @@ ranges of targets, each scanning every index and adding the rows whose target is
 own, in index order (the values do not depend on the split; a row whose index is outside
 the output lands in no part and is dropped, as the reference drops it). Sorting the rows
 by target first, so that each part reads only its rows, measured slower at every thread
-count (W6's index_add on the device's 16 cores, ms at 1 / 4 / 16 threads: 4.5 / 2.3 /
+count (W6's index_add on the GPU machine's 16 cores, ms at 1 / 4 / 16 threads: 4.5 / 2.3 /
 1.6 sorted, 4.3 / 1.1 / 1.2 scanning): x is then read in a scattered order.
 scatter_add into x's leading axis, one index a row (the gradient of an embedding
 lookup), is index_add onto a copy of x: NumPy's `np.add.at` took 1.2 ms for 1,024 rows of
