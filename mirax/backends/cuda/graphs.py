@@ -172,8 +172,13 @@ class Replay:
             self.state = "measured" if pays else "off"
         return out
 
-    def _refuse(self, why: str):
+    def _off(self):
+        """Plain from now on: the graphs and their memory let go."""
         self.state = "off"
+        self.captured, self.pool, self.out_pool, self.side = {}, None, None, None
+
+    def _refuse(self, why: str):
+        self._off()
         stats["refused"] += 1
         failures.append(f"{self.name}: {why}")
         del failures[:-20]
@@ -281,8 +286,7 @@ class Replay:
             if replay < KEEP * plain:
                 self.state = "graph"
             else:   # the copies cost what the host saves: plain from now on
-                self.state = "off"
-                self.captured, self.pool, self.out_pool = {}, None, None
+                self._off()
                 stats["dropped"] += 1
         return outs
 
@@ -290,8 +294,7 @@ class Replay:
         """(Copies in,) the graph, copies out; `events` (4 CUDA events, optional) are
         recorded around the three."""
         hit = self._captured(bufs)
-        if hit is None:
-            self.captured, self.pool, self.out_pool = {}, None, None
+        if hit is None:   # (a capture failed: refused, plain for good)
             return self._plain(bufs)
         cur = cp.cuda.get_current_stream()
         if self.stream is not None and self.stream.ptr != cur.ptr:
