@@ -1,5 +1,5 @@
-"""The CPU loops' vectorized float32 exp, tanh, logistic, sin, cos, log and log1p
-(backends/cpu/vecmath.py)
+"""The CPU loops' vectorized float32 exp, tanh, logistic, sin, cos, log, log1p and
+softplus (backends/cpu/vecmath.py)
 against float64 NumPy: errors in units of the float32 result's last place, over the
 whole float32 range and the special values; and a fused loop that uses them against the
 unfused plan."""
@@ -32,8 +32,10 @@ def _apply(which, x, out):
             out[i] = vecmath.cos32(v)
         elif which == 5:
             out[i] = vecmath.log32(v)
-        else:
+        elif which == 6:
             out[i] = vecmath.log1p32(v)
+        else:
+            out[i] = vecmath.softplus32(v)
 
 
 FUNCS = {"exp": (0, np.exp, (-110.0, 95.0), 1.0),
@@ -44,7 +46,9 @@ FUNCS = {"exp": (0, np.exp, (-110.0, 95.0), 1.0),
          "cos": (4, np.cos, (-1.6e6, 1.6e6), 0.51),
          # arguments spread over every binade (below: the samples are e^u for log)
          "log": (5, np.log, (-103.0, 88.7), 1.0),
-         "log1p": (6, np.log1p, (-100.0, 88.7), 2.5)}
+         "log1p": (6, np.log1p, (-100.0, 88.7), 2.5),
+         # log(1 + e^x); results down to the subnormals below x = -87.3
+         "softplus": (7, lambda x: np.logaddexp(0.0, x), (-110.0, 95.0), 2.0)}
 
 
 def _samples(name, lo, hi):

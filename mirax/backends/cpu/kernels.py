@@ -378,9 +378,7 @@ _BODIES = {
     "gelu_bwd": ["t = _tanh32(s2pi * v * (one + c * v * v))",
                  "ys[i] = g * (half * (one + t) + half * s2pi * v * "
                  "(one + _np.float32(3.0) * c * v * v) * (one - t * t))"],
-    # log(1 + e^v) = max(v, 0) + log1p(e^-|v|); NaN stays NaN (through the log1p)
-    "softplus": ["ys[i] = (v if v > _np.float32(0.0) else _np.float32(0.0)) + "
-                 "_log1p32(_exp32(-_np.abs(v)))"],
+    "softplus": ["ys[i] = _softplus32(v)"],
     "softplus_bwd": ["ys[i] = g * _logistic32(v)"],            # d softplus = sigmoid
     "silu": ["ys[i] = v * _logistic32(v)"],
     "silu_bwd": ["t = _logistic32(v)", "ys[i] = g * t * (one + v * (one - t))"],

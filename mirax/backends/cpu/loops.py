@@ -243,7 +243,7 @@ import numba as _nb
 from mirax.backends.cpu.vecmath import exp32 as _exp32, logistic32 as _logistic32, \\
     tanh32 as _tanh32, sin32 as _sin32, cos32 as _cos32, sin_exact as _sin_exact, \\
     cos_exact as _cos_exact, SIN_LIMIT as _SIN_LIMIT, log32 as _log32, \\
-    log1p32 as _log1p32   # vecmath __VECMATH__
+    log1p32 as _log1p32, softplus32 as _softplus32   # vecmath __VECMATH__
 
 
 _parts = _nb.njit(cache=__CACHE__, nogil=True, error_model="numpy", parallel=__PARALLEL__)

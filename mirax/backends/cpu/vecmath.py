@@ -1,5 +1,5 @@
-"""float32 exp, tanh, logistic, sin, cos, log and log1p that LLVM vectorizes inside numba
-loops.
+"""float32 exp, tanh, logistic, sin, cos, log, log1p and softplus that LLVM vectorizes
+inside numba loops.
 
 numba compiles `math.exp` / `np.tanh` on a float32 to a call of the C library's scalar
 function per element (a 1M-element tanh took 28 ms, against NumPy's SIMD loop's 0.4 ms),
@@ -15,8 +15,11 @@ and the special values): exp within 1 ulp of the exact result (denormal results
 included; NumPy's is within 2.5), tanh within 1.5 ulp (NumPy: 1.4), logistic within
 2.5 (three roundings after exp's); sin and cos within 0.51 ulp below SIN_LIMIT (1.6e6),
 libm's beyond (see below); log within 1 ulp (NumPy's float32 log measured 3.4 on the same
-samples), log1p within 2.5 (NumPy: 1.9). A 1M-element log takes 0.53 ms on one core
-(NumPy's SIMD loop 0.27): a loop with it wins by running on every core in one call.
+samples), log1p within 2.5 (NumPy: 1.9), softplus within 2. A 1M-element log takes 0.53
+ms on one core (NumPy's SIMD loop 0.27): a loop with it wins by running on every core in
+one call. softplus is max(x, 0) + log(1 + u), u = e^-|x| in [0, 1], without log1p's
+division (a 100k-element softplus on one core 0.42 -> 0.27 ms: the VAE's likelihood in
+benchmarks/training.py).
 exp: Cody-Waite reduction x = n ln2 + r (ln2 in two parts), the degree-6 minimax
 polynomial of Cephes' expf for e^r, and 2^n applied in two halves (results down to the
 smallest denormal); tanh: Cephes' tanhf, an odd polynomial below |x| = 0.625 and
@@ -125,17 +128,9 @@ def logistic32(x):
 
 
 @nb.njit(error_model="numpy", cache=True, inline="always")
-def log32(x):
-    # x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the bit pattern (subnormals scaled by
-    # 2^25 first), log x = log m + e ln 2: log(1 + f) = f - f^2 / 2 + f^3 P(f) (Cephes'
-    # logf polynomial), ln 2 in two parts
-    tiny = x < F(1.1754943508222875e-38)
-    bits = _bits_of_float(x * F(33554432.0) if tiny else x)
-    e = ((bits >> 23) & 0xff) - (151 if tiny else 126)
-    m = _float_of_bits((bits & 0x007fffff) | 0x3f000000)   # [0.5, 1)
-    low = m < F(0.7071067811865476)
-    f = (m + m if low else m) - F(1.0)
-    ef = F(e - 1 if low else e)
+def _log_reduced32(f, ef):
+    """log((1 + f) 2^ef) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: f - f^2 / 2 + f^3 P(f)
+    (Cephes' logf polynomial) + ef ln 2 (in two parts)."""
     z = f * f
     p = F(7.0376836292e-2)
     p = p * f + F(-1.1514610310e-1)
@@ -149,7 +144,21 @@ def log32(x):
     y = p * f * z
     y = y + ef * F(-2.12194440e-4)
     y = y - F(0.5) * z
-    y = f + y + ef * F(0.693359375)
+    return f + y + ef * F(0.693359375)
+
+
+@nb.njit(error_model="numpy", cache=True, inline="always")
+def log32(x):
+    # x = m 2^e with m in [sqrt(1/2), sqrt(2)) from the bit pattern (subnormals scaled by
+    # 2^25 first), log x = log m + e ln 2 (_log_reduced32)
+    tiny = x < F(1.1754943508222875e-38)
+    bits = _bits_of_float(x * F(33554432.0) if tiny else x)
+    e = ((bits >> 23) & 0xff) - (151 if tiny else 126)
+    m = _float_of_bits((bits & 0x007fffff) | 0x3f000000)   # [0.5, 1)
+    low = m < F(0.7071067811865476)
+    f = (m + m if low else m) - F(1.0)
+    ef = F(e - 1 if low else e)
+    y = _log_reduced32(f, ef)
     y = np.float32(-np.inf) if x == F(0.0) else y
     y = np.float32(np.nan) if x < F(0.0) else y
     y = x if x == np.float32(np.inf) else y
@@ -166,6 +175,23 @@ def log1p32(x):
     y = x if d == F(0.0) else y
     y = x if x == np.float32(np.inf) else y
     return y
+
+
+@nb.njit(error_model="numpy", cache=True, inline="always")
+def softplus32(x):
+    # log(1 + e^x) = max(x, 0) + log(1 + u), u = e^-|x| in [0, 1]: 1 + u = (1 + f) 2^e with
+    # f = u itself below sqrt(2) - 1 (no rounding of 1 + u to correct: log1p32's division
+    # is not needed) and f = (u - 1) / 2, e = 1 above (_log_reduced32)
+    # (below 2^-40 log(1 + u) rounds to u: f = 0 there keeps the polynomial's products
+    # out of the subnormal range, which costs x86 a microcode assist an operation)
+    u = exp32(-np.abs(x))
+    hi = u > F(0.41421356237309503)
+    tiny = u < F(9.094947017729282e-13)
+    f = (u - F(1.0)) * F(0.5) if hi else (F(0.0) if tiny else u)
+    ef = F(1.0) if hi else F(0.0)
+    y = _log_reduced32(f, ef)
+    y = (x if x > F(0.0) else F(0.0)) + (u if tiny else y)
+    return x if x != x else y
 
 
 # --- sin and cos ----------------------------------------------------------------------------
