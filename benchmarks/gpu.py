@@ -24,7 +24,9 @@ Workloads (float32 unless stated):
   batch 8, sequence 1024, forward + backward of mean(block(x)^2) w.r.t. all parameters,
   in float32 and bfloat16: attention is mirax's fused CUDA kernel, torch's
   F.scaled_dot_product_attention, JAX's jax.nn.dot_product_attention; float32 also at
-  mirax's "high" and "highest" and JAX's "highest" matmul precision; `--profile` also
+  mirax's "high" and "highest" and JAX's "highest" matmul precision, bfloat16 also with
+  its chains kept in float32 until stored (knob cuda_excess_precision, as torch.compile
+  and XLA compute them; mirax's default rounds every operation, as NumPy); `--profile` also
   prints its plan's time per node and times the loss mean(square(y)) alone with codegen's
   two-stage reduction kernel and without it (config knob cuda_two_stage off: CuPy's kernel).
 
@@ -775,6 +777,8 @@ def transformer_case(results, checks, peers, mx, mnp, csync, rng, dtype, quick=F
         impls["mirax jit (high)"] = lambda: precise("high")
         impls["mirax jit (highest)"] = lambda: precise("highest")
     impls["mirax jit (graphs on)"] = lambda: knobbed(cuda_graphs="1")
+    if dtype != "float32":   # chains kept in float32 until stored, as torch.compile and XLA
+        impls["mirax jit (excess precision)"] = lambda: knobbed(cuda_excess_precision=True)
     impls["mirax jit (no remat)"] = lambda: knobbed(cuda_remat=False)
     impls["mirax jit (CuPy reductions)"] = lambda: knobbed(cuda_two_stage=False)
     if profile:

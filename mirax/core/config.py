@@ -113,6 +113,10 @@ _declare("cuda_graphs", str, "auto", "capture CUDA plans as CUDA graphs: auto (l
          choices=("auto", "1", "0", "on", "off"))
 _declare("cuda_strict", bool, False, "CUDA: raise instead of falling back to the host for a "
          "primitive without a native kernel")
+_declare("cuda_excess_precision", bool, False, "CUDA: a fused chain over float16 / bfloat16 "
+         "keeps its intermediates in float32 and rounds where it stores (as XLA's "
+         "xla_allow_excess_precision and torch.compile); off, every operation rounds to the "
+         "16-bit type, as NumPy. Read when a plan is made")
 _declare("cpu_devices", int, 1, "CPU devices in this process, for pmap / shard_map over "
          "several devices on one machine (JAX's --xla_force_host_platform_device_count)")
 _declare("collective_timeout", int, 300, "seconds a collective waits for the other members "

@@ -401,6 +401,32 @@ def test_fused_low_precision_elementwise(dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_excess_precision_rounds_a_chain_once(dtype):
+    """cuda_excess_precision: a fused 16-bit chain computed in float32 and rounded where it
+    is stored: within one 16-bit rounding of the float32 chain on the same inputs, and
+    closer to the exact value than the chain rounded op by op (the default)."""
+    def f(x, w):
+        return mx.nn.gelu(x * w + 0.5, approximate=True) * x - x / 3.0
+    rng = _rng("excess", dtype)
+    x, w = _low(rng.standard_normal((256, 129)), dtype), _low(rng.standard_normal(129), dtype)
+    with mx.config.override(cuda_excess_precision=True):
+        got = np.asarray(mx.jit(f)(_cuda(x), _cuda(w))).astype(np.float64)
+    per_op = np.asarray(mx.jit(f)(_cuda(x), _cuda(w))).astype(np.float64)
+    xf, wf = (np.asarray(a).astype(np.float64) for a in (x, w))
+    h = xf * wf + 0.5
+    exact = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3))) * xf - xf / 3
+    # float32 arithmetic (about 1e-6 relative, growing near the cancellation of its two
+    # terms) and one rounding to the 16-bit type (7 or 10 bits of mantissa): at most one
+    # of its ulps from the exact value where the terms do not cancel (and no subnormals)
+    mant = 7 if dtype == "bfloat16" else 10
+    ulp = 2.0 ** (np.floor(np.log2(np.maximum(np.abs(exact), 1e-30))) - mant)
+    far = (np.abs(exact) > 0.1 * np.abs(xf)) & (np.abs(exact) > 1e-3)
+    assert np.all(np.abs(got - exact)[far] <= ulp[far])
+    assert np.mean(np.abs(got - exact)) < np.mean(np.abs(per_op - exact))
+    assert not np.array_equal(got, per_op)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_low_precision_rounding_is_exact(dtype):
     """add/mul/div/convert round to nearest even exactly as ml_dtypes / NumPy: ties, the
     largest finite values (overflow to inf), float16 subnormals, inf and NaN. (bfloat16's

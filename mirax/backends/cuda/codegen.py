@@ -256,6 +256,8 @@ def node_expr(node, args: list[str]) -> str:
         e = _binary(name, args[0], args[1], ct)
     else:
         raise Unsupported(name)
+    if config.get("cuda_excess_precision"):   # float32 until a store (or a convert) rounds
+        return e
     return rounded(out, e)  # each op rounds to a 16-bit float, as NumPy's loops do
 
 
