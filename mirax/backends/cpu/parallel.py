@@ -220,11 +220,12 @@ def matmul(x, y):
     gemm = config.get("cpu_gemm")
     if gemm == "auto":
         gemm = "native" if threads >= NATIVE_GEMM_THREADS else "blas"
-    if gemm == "native" and threads >= NATIVE_GEMM_THREADS and flops < NATIVE_GEMM_MANY_FLOPS:
-        t = min(threads, flops // SMALL_GEMM_FLOPS)   # (no grid: whole, on BLAS's threads)
+    whole = threads >= NATIVE_GEMM_THREADS and flops < NATIVE_GEMM_MANY_FLOPS   # no grid
+    if gemm == "native" and whole:
+        t = min(threads, flops // SMALL_GEMM_FLOPS)   # (on BLAS's threads instead)
     if t > 1 and gemm == "pool":
         return _pool_matmul(x, y, t)
-    if gemm == "native" or t <= 1:
+    if (gemm == "native" or t <= 1) and not whole:
         out = _native_matmul(x, y, threads)
         if out is not None:
             return out
@@ -289,14 +290,12 @@ def _grid(m: int, n: int, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _native_matmul(x, y, threads: int):
     """x @ y in a grid of blocks on native threads (_GEMM_GRID), as many as the product
     has NATIVE_GEMM_FLOPS and the `threads` allow, or None where it does not pay (fewer
-    than two blocks; from NATIVE_GEMM_THREADS threads, a product under
-    NATIVE_GEMM_MANY_FLOPS) or does not apply (dtypes, numba, the library's gemm)."""
+    than two blocks) or does not apply (dtypes, numba, the library's gemm). (From
+    NATIVE_GEMM_THREADS threads, `matmul` keeps products under NATIVE_GEMM_MANY_FLOPS
+    off the grid.)"""
     m, k = x.shape
     n = y.shape[1]
-    flops = 2 * m * k * n
-    if threads >= NATIVE_GEMM_THREADS and flops < NATIVE_GEMM_MANY_FLOPS:
-        return None
-    t = min(threads, flops // NATIVE_GEMM_FLOPS)
+    t = min(threads, 2 * m * k * n // NATIVE_GEMM_FLOPS)
     dt = np.result_type(x, y)
     if t <= 1 or k == 0 or dt not in _FLOATS or x.dtype != dt or y.dtype != dt or \
             not native.ready() or not loops.available():
